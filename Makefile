@@ -1,0 +1,62 @@
+# The index of what can be done here. `make help` lists the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON_SYS ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ARTIFACTS := artifacts
+STORE := model_store
+MODELS := sentiment frequency
+export PYTHONPATH := $(CURDIR)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: help install train archive serve stop test test-unit lint clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m clients.protogen
+	touch $@
+
+install: $(STAMP) ## Make .venv and install the pinned requirements (every target depends on it)
+
+# Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
+# export has one, so `make train` trains just what is missing.
+$(ARTIFACTS)/%/manifest.json: | $(STAMP)
+	$(PY) -m training.$* --out $(ARTIFACTS)/$*
+
+train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and export what is missing (parity-gated)
+
+$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(wildcard handlers/*.py handlers/*/*.py) | $(STAMP)
+	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
+
+archive: $(foreach m,$(MODELS),$(STORE)/$(m).mar) ## Build model_store/<model>.mar with torch-model-archiver
+
+serve: archive ## Train what is missing, archive, start TorchServe in the background
+	$(VENV)/bin/torchserve --start --ts-config config.properties --ncs
+	$(PY) -m deploy.wait_ready --config config.properties $(MODELS)
+
+stop: ## Stop TorchServe
+	-$(VENV)/bin/torchserve --stop
+
+test: $(STAMP) ## Run the whole test suite (unit + integration against real servers)
+	$(PY) -m pytest -q tests
+
+test-unit: $(STAMP) ## Only the plain-module tests
+	$(PY) -m pytest -q tests/unit
+
+lint: $(STAMP) ## ruff lint + format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean: ## Remove built artifacts and archives (keeps .venv)
+	rm -rf $(ARTIFACTS) build reports $(STORE)/*.mar

@@ -1,0 +1,1 @@
+"""REST and gRPC clients for the served models: `python -m clients --help`."""

@@ -1,0 +1,1 @@
+"""Archive building, readiness checks and S3 publish / pull / promote."""

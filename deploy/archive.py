@@ -1,0 +1,120 @@
+"""Build model_store/<name>.mar from artifacts/<model>/ with torch-model-archiver.
+
+The archive is self-contained: the exported model for the chosen runtime, the files the manifest
+lists (tokenizer, head), manifest.json, the whole `handlers` package and the model-config.yaml
+(TorchServe batching + the handler's settings). Every file is checked against the manifest's sha256
+before it is packed, so a tampered artifact never becomes an archive.
+
+    python -m deploy.archive sentiment --artifacts artifacts/sentiment --out model_store
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from handlers.runtime import RUNTIME_FILES
+from training.common.manifest import read_manifest, sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ArchiveBuildError(RuntimeError):
+    pass
+
+
+def model_config_path(model: str) -> Path:
+    return ROOT / "handlers" / model / "model-config.yaml"
+
+
+def stage_archive(model: str, artifacts: Path, stage: Path, runtime: str | None) -> tuple[dict, Path]:
+    """Copy what the archive carries into `stage/extra`; return (manifest, model-config path)."""
+    manifest = read_manifest(artifacts)
+    config = yaml.safe_load(model_config_path(model).read_text())
+    handler_cfg = config.setdefault("handler", {})
+    if runtime:
+        handler_cfg["runtime"] = runtime
+    runtime = handler_cfg.get("runtime", "onnx")
+    skip = {f for kind, f in RUNTIME_FILES.items() if kind != runtime}
+
+    if stage.exists():
+        shutil.rmtree(stage)
+    extra = stage / "extra"
+    extra.mkdir(parents=True)
+    for rel, digest in manifest["files"].items():
+        if Path(rel).name in skip and "/" not in rel:
+            continue
+        src = artifacts / rel
+        if not src.is_file() or sha256_file(src) != digest:
+            raise ArchiveBuildError(f"{src} is missing or does not match its manifest sha256")
+        dst = extra / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    if RUNTIME_FILES[runtime] not in manifest["files"]:
+        raise ArchiveBuildError(f"artifacts have no {RUNTIME_FILES[runtime]} for runtime {runtime!r}")
+    shutil.copy2(artifacts / "manifest.json", extra / "manifest.json")
+    shutil.copytree(
+        ROOT / "handlers", extra / "handlers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    cfg_path = stage / "model-config.yaml"
+    cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return manifest, cfg_path
+
+
+def build_archive(
+    model: str,
+    artifacts: str | Path,
+    out: str | Path,
+    runtime: str | None = None,
+    name: str | None = None,
+    build_dir: str | Path = ROOT / "build",
+) -> Path:
+    """Stage and archive; returns the path of the .mar."""
+    name = name or model
+    artifacts, out = Path(artifacts), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stage = Path(build_dir) / "archive" / name
+    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime)
+    cmd = [
+        str(Path(sys.executable).with_name("torch-model-archiver")),
+        "--model-name", name,
+        "--version", manifest["version"],
+        "--handler", str(ROOT / "handlers" / f"{model}_handler.py"),
+        "--extra-files", str(stage / "extra"),
+        "--config-file", str(cfg_path),
+        "--export-path", str(out),
+        "--force",
+    ]  # fmt: skip
+    # The archiver stages files in $TMPDIR/<model-name> and deletes that folder first: give each
+    # build its own TMPDIR so parallel builds (or a folder of that name in /tmp) are never clobbered.
+    tmp = stage / "tmp"
+    tmp.mkdir()
+    subprocess.run(cmd, check=True, env=os.environ | {"TMPDIR": str(tmp)})
+    return out / f"{name}.mar"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="model family: sentiment or frequency")
+    p.add_argument("--artifacts", required=True, type=Path)
+    p.add_argument("--out", default=ROOT / "model_store", type=Path)
+    p.add_argument("--runtime", choices=sorted(RUNTIME_FILES), help="override the model-config's runtime")
+    p.add_argument("--name", help="archive/model name (default: the model family)")
+    args = p.parse_args(argv)
+    try:
+        mar = build_archive(args.model, args.artifacts, args.out, args.runtime, args.name)
+    except (ArchiveBuildError, FileNotFoundError) as e:
+        print(f"archive: {e}", file=sys.stderr)
+        return 1
+    print(f"built {mar} ({mar.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

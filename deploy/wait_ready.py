@@ -1,0 +1,33 @@
+"""Wait until TorchServe (started from this directory) has READY workers for the named models.
+
+    python -m deploy.wait_ready --config config.properties sentiment frequency
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from deploy.serving import read_properties, wait_ready
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("models", nargs="+")
+    p.add_argument("--config", default="config.properties")
+    p.add_argument("--keys-dir", default=".", help="where TorchServe wrote key_file.json")
+    p.add_argument("--timeout", type=float, default=600)
+    args = p.parse_args(argv)
+    props = read_properties(args.config)
+    try:
+        wait_ready(props["management_address"], args.keys_dir, args.models, args.timeout)
+    except TimeoutError as e:
+        print(f"wait_ready: {e}", file=sys.stderr)
+        return 1
+    inference = props["inference_address"]
+    print(f"ready: {', '.join(args.models)} at {inference} (token: inference key in key_file.json)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What makes artifacts: `python -m training.<model> --out artifacts/<model>`."""

@@ -1,0 +1,92 @@
+"""manifest.json: what an artifact directory holds, how it was made and how well it did.
+
+It is written last, after the parity gate passed, so its presence means "complete and checked";
+`make train` uses it as the target that says a model needs no training.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("torch", "torchserve", "transformers", "onnx", "onnxruntime", "numpy")
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def package_versions(names=PACKAGES) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def default_version(now: dt.datetime | None = None) -> str:
+    """Sortable and unique enough for one team: 2026.11.25-2131-<commit>."""
+    now = now or dt.datetime.now(dt.UTC)
+    return f"{now:%Y.%m.%d-%H%M%S}-{git_commit()}"
+
+
+def write_manifest(
+    out_dir: str | Path,
+    model: str,
+    serve_files: list[str],
+    handler: dict,
+    metrics: dict,
+    parity: dict,
+    version: str | None = None,
+) -> dict:
+    """Hash every file the archive needs and write out_dir/manifest.json.
+
+    serve_files: paths relative to out_dir that the .mar must carry (exports, tokenizer, head).
+    handler: the settings the handler parses at load (input/output names, limits, label map...).
+    """
+    out = Path(out_dir)
+    files = {}
+    for rel in serve_files:
+        p = out / rel
+        if p.is_dir():
+            for f in sorted(q for q in p.rglob("*") if q.is_file()):
+                files[str(f.relative_to(out))] = sha256_file(f)
+        else:
+            files[rel] = sha256_file(p)
+    manifest = {
+        "model": model,
+        "version": version or default_version(),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "packages": package_versions(),
+        "files": files,
+        "handler": handler,
+        "metrics": metrics,
+        "parity": parity,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    return manifest
+
+
+def read_manifest(artifact_dir: str | Path) -> dict:
+    return json.loads((Path(artifact_dir) / "manifest.json").read_text())
