@@ -1,0 +1,109 @@
+"""Wire format → Python objects, for every handler.
+
+TorchServe hands a request's body over in several shapes: already-parsed JSON (dict, list, str,
+number) when the Content-Type is exactly `application/json` and the JSON parsed, `str` for `text/*`
+bodies that are valid UTF-8, and raw `bytes`/`bytearray` otherwise (bad JSON, non-UTF-8 text, gRPC,
+`application/json; charset=utf-8`, ...). This module turns all of them into one `Payload` or a
+`RequestError`, so handlers never branch on what the frontend did.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from handlers.errors import BadEncoding, BadField, UnsupportedMediaType
+
+BODY_KEYS = ("body", "data")
+"""REST puts a raw body under "body"; gRPC clients (and form posts) conventionally use "data"."""
+
+SNIFFED_TYPES = ("", "application/octet-stream", "application/x-www-form-urlencoded")
+"""Content types that say nothing useful (gRPC sends none, curl -d sends form-urlencoded):
+the body itself decides between JSON and text."""
+
+
+@dataclass(frozen=True)
+class Payload:
+    kind: str
+    """"json" or "text"."""
+    value: Any
+    """The parsed JSON value, or the decoded text."""
+
+
+def media_type(content_type: str | None) -> str:
+    """'Application/JSON; charset=utf-8' → 'application/json'."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def request_body(row: dict) -> tuple[str, Any]:
+    """(parameter name, value) of the one body in a TorchServe request row."""
+    for key in BODY_KEYS:
+        if key in row and row[key] is not None:
+            return key, row[key]
+    if len(row) == 1:
+        return next(iter(row.items()))
+    raise BadField("the request has no body")
+
+
+def content_type_of(headers: dict | None, param: str = "body") -> str:
+    """The body's media type from TorchServe's request headers.
+
+    TorchServe keeps each parameter's content type under its name ({"body": {"content-type": ...}})
+    and the HTTP headers at the top level; the parameter's own one wins.
+    """
+    headers = headers or {}
+    own = headers.get(param)
+    if isinstance(own, dict) and own.get("content-type"):
+        return media_type(own["content-type"])
+    for key, value in headers.items():
+        if isinstance(key, str) and key.lower() == "content-type" and isinstance(value, str):
+            return media_type(value)
+    return ""
+
+
+def to_text(value: bytes | bytearray | str) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadEncoding("the body is not valid UTF-8") from None
+
+
+def parse_json(value: bytes | bytearray | str) -> Any:
+    """Parse a body that should be JSON."""
+    text = to_text(value)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadEncoding(f"the body is not valid JSON ({e.msg} at position {e.pos})") from None
+
+
+def decode(value: Any, content_type: str = "") -> Payload:
+    """Decode one body given its media type (see `content_type_of`)."""
+    kind = media_type(content_type)
+    if isinstance(value, (dict, list, int, float, bool)) or value is None:
+        # Only TorchServe's own JSON parsing produces these.
+        return Payload("json", value)
+    if kind == "application/json" or kind.endswith("+json"):
+        if isinstance(value, str) and kind == "application/json":
+            # TorchServe parsed the body and it was a JSON string: `"text"`, not an object.
+            return Payload("json", value)
+        return Payload("json", parse_json(value))
+    if kind.startswith("text/"):
+        return Payload("text", to_text(value))
+    if kind in SNIFFED_TYPES:
+        text = to_text(value)
+        if text.lstrip().startswith(("{", "[")):
+            return Payload("json", parse_json(text))
+        return Payload("text", text)
+    raise UnsupportedMediaType(
+        f"content type {kind!r} is not supported; send application/json or text/plain"
+    )
+
+
+def decode_request(row: dict, headers: dict | None) -> Payload:
+    """One TorchServe request row (+ its headers) → Payload, or raise a RequestError."""
+    param, value = request_body(row)
+    return decode(value, content_type_of(headers, param))

@@ -1,0 +1,1 @@
+"""Plain modules behind the sentiment handler: settings, tokenization, request parsing, prediction."""

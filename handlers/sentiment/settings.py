@@ -1,0 +1,113 @@
+"""The sentiment handler's settings, parsed once at load from the artifact manifest's `handler`
+block (what the export is) and the model-config's `handler:` block (how to serve it).
+
+A bad archive raises `ArchiveError` here, so TorchServe fails the worker at load time instead of
+answering the first request with a 500.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from handlers.errors import ArchiveError
+from handlers.runtime import RUNTIME_FILES
+
+
+@dataclass(frozen=True)
+class SentimentSettings:
+    input_names: tuple[str, ...]
+    """Graph inputs, in call order: (input_ids, attention_mask)."""
+    output_names: tuple[str, ...]
+    """Graph outputs: (logits, features); features feed the stochastic head."""
+    labels: tuple[str, ...]
+    """Class names by logit index."""
+    temperature: float
+    """Calibration temperature fitted on the validation split."""
+    max_length: int
+    """Tokens per text after truncation (special tokens included)."""
+    pad_token_id: int
+    truncation_side: str
+    """Which end of a too-long text is cut: "right" or "left"."""
+    version: str
+    """The artifact version from the manifest, reported in every response."""
+    runtime: str = "onnx"
+    """onnx or torchscript."""
+    threads: int | None = None
+    """Intra-op threads of the runtime; None keeps the runtime's default."""
+    mc_samples: int = 16
+    """MC-dropout samples of the head (the head is tiny: cost grows with this, not the encoder)."""
+    seed: int = 0
+    """Seed of the dropout masks, drawn once at load."""
+    max_text_bytes: int = 8192
+    """Largest UTF-8 text accepted per item; longer ones are refused with 400."""
+    max_texts: int = 32
+    """Most texts in one {"texts": [...]} request."""
+    self_check_atol: float = 1e-3
+    """At load, the head over the graph's features must reproduce the graph's logits within this."""
+
+
+def _require(block: dict, key: str, where: str) -> Any:
+    if key not in block:
+        raise ArchiveError(f"{where} has no {key!r}")
+    return block[key]
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArchiveError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _truncation_side(value: Any) -> str:
+    # Training may write a side, a tokenizers strategy name or just `true`: all cut the end but "left".
+    if isinstance(value, str) and value.lower() == "left":
+        return "left"
+    if value in (None, True) or isinstance(value, str):
+        return "right"
+    raise ArchiveError(f"manifest truncation must be a side or strategy, not {value!r}")
+
+
+def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
+    """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
+    block = manifest.get("handler")
+    if not isinstance(block, dict):
+        raise ArchiveError("manifest.json has no handler block")
+    serve = dict(config or {})
+    where = "manifest handler block"
+    exported_max = _positive_int(_require(block, "max_length", where), "manifest max_length")
+    max_length = _positive_int(serve.pop("max_length", None) or exported_max, "handler.max_length")
+    if max_length > exported_max:
+        raise ArchiveError(f"handler.max_length {max_length} exceeds the exported {exported_max}")
+    labels = tuple(str(x) for x in _require(block, "labels", where))
+    if len(labels) < 2:
+        raise ArchiveError(f"need at least two labels, got {labels}")
+    temperature = float(block.get("temperature", 1.0))
+    if not temperature > 0:
+        raise ArchiveError(f"temperature must be positive, not {temperature}")
+    runtime = str(serve.pop("runtime", "onnx"))
+    if runtime not in RUNTIME_FILES:
+        raise ArchiveError(
+            f"handler.runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}"
+        )
+    threads = serve.pop("threads", None)
+    known = {"mc_samples", "seed", "max_text_bytes", "max_texts", "self_check_atol"}
+    unknown = set(serve) - known
+    if unknown:
+        raise ArchiveError(f"unknown handler settings in model-config: {sorted(unknown)}")
+    for key in ("mc_samples", "max_text_bytes", "max_texts"):
+        if key in serve:
+            _positive_int(serve[key], f"handler.{key}")
+    return SentimentSettings(
+        input_names=tuple(_require(block, "input_names", where)),
+        output_names=tuple(_require(block, "output_names", where)),
+        labels=labels,
+        temperature=temperature,
+        max_length=max_length,
+        pad_token_id=int(block.get("pad_token_id", 0)),
+        truncation_side=_truncation_side(block.get("truncation")),
+        version=str(manifest.get("version", "unknown")),
+        runtime=runtime,
+        threads=_positive_int(threads, "handler.threads") if threads else None,
+        **serve,
+    )

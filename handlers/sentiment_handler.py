@@ -1,0 +1,83 @@
+"""TorchServe entry point for the sentiment model: wires the lifecycle to plain modules.
+
+preprocess decodes and validates each request on its own (a bad one becomes its error, never an
+exception), inference runs every good text of the batch in one padded pass, postprocess gives each
+request its own answer and marks bad ones with their status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ts.torch_handler.base_handler import BaseHandler
+
+from handlers.codec import decode_request
+from handlers.errors import RequestError
+from handlers.runtime import device_from_properties
+from handlers.sentiment.inputs import TextRequest, parse_texts
+from handlers.sentiment.predict import SentimentPredictor
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE_HEADER = "x-batch-size"
+"""Response header: how many requests TorchServe ran together with this one (batching is visible)."""
+
+
+class SentimentHandler(BaseHandler):
+    def initialize(self, context):
+        properties = context.system_properties
+        config = (getattr(context, "model_yaml_config", None) or {}).get("handler") or {}
+        self.predictor = SentimentPredictor.from_dir(
+            Path(properties["model_dir"]),
+            config,
+            device=device_from_properties(properties),
+            name=context.model_name or "sentiment",
+        )
+        self.settings = self.predictor.settings
+        self.initialized = True
+        log.info(
+            "sentiment %s ready: runtime=%s device=%s",
+            self.settings.version,
+            self.settings.runtime,
+            self.predictor.runtime.device,
+        )
+
+    def preprocess(self, data: list[dict]) -> list[TextRequest | RequestError]:
+        parsed: list[TextRequest | RequestError] = []
+        for i, row in enumerate(data):
+            try:
+                payload = decode_request(row, self.context.get_all_request_header(i))
+                parsed.append(
+                    parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
+                )
+            except RequestError as err:
+                parsed.append(err)
+        return parsed
+
+    def inference(
+        self, parsed: list[TextRequest | RequestError]
+    ) -> list[dict | list[dict] | RequestError]:
+        texts = [t for item in parsed if isinstance(item, TextRequest) for t in item.texts]
+        results = iter(self.predictor.predict(texts))
+        answers: list[dict | list[dict] | RequestError] = []
+        for item in parsed:
+            if isinstance(item, RequestError):
+                answers.append(item)
+            else:
+                mine = [next(results) for _ in item.texts]
+                answers.append(mine if item.many else mine[0])
+        return answers
+
+    def postprocess(self, answers: list[dict | list[dict] | RequestError]) -> list[str]:
+        batch = str(len(answers))
+        bodies = []
+        for i, answer in enumerate(answers):
+            self.context.set_response_content_type(i, "application/json")
+            self.context.set_response_header(i, BATCH_SIZE_HEADER, batch)
+            if isinstance(answer, RequestError):
+                self.context.set_response_status(answer.status, answer.reason, idx=i)
+                answer = answer.to_body()
+            bodies.append(json.dumps(answer))
+        return bodies
