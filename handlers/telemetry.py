@@ -14,13 +14,14 @@ Telemetry must never fail a batch: every emission swallows and logs its own erro
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -174,6 +175,60 @@ class Telemetry:
         """One observation per prediction of an uncertainty score (entropy, mutual_information, std)."""
         for v in values:
             self.emit(UNCERTAINTY, float(v), Measure=measure)
+
+    def answers(self, answers: list[Any], context: Any = None) -> None:
+        """Everything a finished batch tells the operator, from the handler's per-request answers.
+
+        An answer is a RequestError (refused: counted, logged with its request id), a response
+        dict, or a list of them (a request carrying several inputs). From each response dict: its
+        `label`, every float in its `uncertainty` block (one observation per prediction), a true
+        `truncated`, and `windows` (frequency: how many windows the request was split into).
+        """
+        self.batch(len(answers))
+        predictions: list[dict] = []
+        for i, answer in enumerate(answers):
+            if _is_request_error(answer):
+                self.refused_error(answer, request_id(context, i))
+                continue
+            mine = [
+                a for a in (answer if isinstance(answer, list) else [answer]) if isinstance(a, dict)
+            ]
+            predictions += mine
+            windows = sum(int(a["windows"]) for a in mine if isinstance(a.get("windows"), int))
+            if windows:
+                self.windows([windows])
+        self.predictions(a["label"] for a in predictions if "label" in a)
+        self.truncated(sum(a.get("truncated") is True for a in predictions))
+        measures: dict[str, list[float]] = {}
+        for a in predictions:
+            for measure, value in (a.get("uncertainty") or {}).items():
+                if isinstance(value, float):
+                    measures.setdefault(measure, []).append(value)
+        for measure, values in measures.items():
+            self.uncertainty(measure, values)
+
+
+def _is_request_error(answer: Any) -> bool:
+    return isinstance(answer, Exception) and all(
+        hasattr(answer, a) for a in ("kind", "status", "reason")
+    )
+
+
+def timed(stage: str) -> Callable:
+    """Decorate a handler method so its duration is reported as `stage` via `self.telemetry`."""
+
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            tel = getattr(self, "telemetry", None)
+            if tel is None:  # e.g. a handler used in-process without initialize()
+                return method(self, *args, **kwargs)
+            with tel.stage(stage):
+                return method(self, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def request_id(context: Any, idx: int) -> str | None:

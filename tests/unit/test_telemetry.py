@@ -177,3 +177,57 @@ def test_request_id_reads_the_batch_index_from_the_context():
     assert telemetry.request_id(Ctx(), 1) == "b"
     assert telemetry.request_id(Ctx(), 5) is None
     assert telemetry.request_id(object(), 0) is None
+
+
+def sentiment_answer(label: str, entropy: float, truncated: bool = False) -> dict:
+    return {
+        "label": label,
+        "uncertainty": {"entropy": entropy, "mutual_information": entropy / 10, "samples": 8},
+        "truncated": truncated,
+    }
+
+
+def test_answers_report_a_mixed_batch_as_the_traffic_implies(tel, fake, caplog):
+    class Ctx:
+        request_ids = {0: "r0", 1: "r1", 2: "r2"}
+
+    batch = [
+        sentiment_answer("positive", 0.1, truncated=True),
+        BadField("missing field 'text'"),
+        [
+            sentiment_answer("negative", 0.6),
+            sentiment_answer("positive", 0.2),
+        ],  # one request, two texts
+    ]
+    with caplog.at_level(logging.INFO, logger="handlers.telemetry"):
+        tel.answers(batch, Ctx())
+    assert fake.values(telemetry.BATCH_SIZE) == [3]
+    assert fake.values(telemetry.REFUSED, Reason="bad_field") == [1]
+    assert json.loads(caplog.records[0].getMessage())["request_id"] == "r1"
+    assert fake.values(telemetry.PREDICTIONS, Label="positive") == [2]
+    assert fake.values(telemetry.PREDICTIONS, Label="negative") == [1]
+    assert fake.values(telemetry.TRUNCATED) == [1]
+    assert fake.values(telemetry.UNCERTAINTY, Measure="entropy") == [0.1, 0.6, 0.2]
+    assert len(fake.values(telemetry.UNCERTAINTY, Measure="mutual_information")) == 3
+    assert fake.values(telemetry.UNCERTAINTY, Measure="samples") == []  # a count, not a score
+
+
+def test_answers_observe_windows_once_per_request(tel, fake):
+    tel.answers([{"windows": 5}, {"windows": 1}])
+    assert fake.values(telemetry.WINDOWS) == [5, 1]
+
+
+def test_timed_methods_report_their_stage_and_return_unchanged(fake):
+    class Handler:
+        def __init__(self, tel):
+            self.telemetry = tel
+
+        @telemetry.timed("postprocess")
+        def postprocess(self, answers):
+            return [a * 2 for a in answers]
+
+    assert Handler(Telemetry(fake, "frequency")).postprocess([1, 2]) == [2, 4]
+    assert (
+        len(fake.values(telemetry.STAGE_SECONDS, Stage="postprocess", ModelName="frequency")) == 1
+    )
+    assert Handler(None).postprocess([3]) == [6]  # no telemetry (in-process use): still works
