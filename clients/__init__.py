@@ -1,1 +1,16 @@
 """REST and gRPC clients for the served models: `python -m clients --help`."""
+
+from clients.client import PROTOCOLS, ModelClient, connect
+from clients.errors import AuthError, BadRequest, ClientError, ModelNotFound
+from clients.settings import ClientSettings
+
+__all__ = [
+    "PROTOCOLS",
+    "AuthError",
+    "BadRequest",
+    "ClientError",
+    "ClientSettings",
+    "ModelClient",
+    "ModelNotFound",
+    "connect",
+]

@@ -1,0 +1,84 @@
+"""One client interface over both protocols: `connect("rest" | "grpc", settings)`.
+
+    from clients import connect
+    with connect("grpc") as c:
+        c.health()                                  # {"status": "Healthy"}
+        c.list_models()                             # ["frequency", "sentiment"]
+        c.predict("sentiment", {"text": "Great film"})
+
+Every call raises a `clients.errors.ClientError` subclass carrying the server's reason, the same
+one for the same failure over either protocol. A refused token is refreshed once (see tokens.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from clients.errors import AuthError
+from clients.settings import ClientSettings
+from clients.tokens import TokenSource
+
+PROTOCOLS = ("rest", "grpc")
+Payload = dict | list | str | bytes
+T = TypeVar("T")
+
+
+class ModelClient(Protocol):
+    protocol: str
+
+    def predict(self, model: str, payload: Payload, version: str | None = None) -> Any:
+        """The model's JSON answer for one request (dict/list → JSON, str → text, bytes as is)."""
+
+    def health(self) -> dict: ...
+
+    def list_models(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def encode_payload(payload: Payload) -> tuple[bytes, str]:
+    """(body, content type) for one request; JSON for dicts and lists."""
+    if isinstance(payload, bytes):
+        return payload, "application/octet-stream"
+    if isinstance(payload, str):
+        return payload.encode(), "text/plain; charset=utf-8"
+    return json.dumps(payload).encode(), "application/json"
+
+
+def decode_answer(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace")
+
+
+def with_token(tokens: TokenSource, kind: str, call: Callable[[str | None], T]) -> T:
+    """Run `call(key)`; if the key is refused, retry once with a refreshed one."""
+    key = tokens.get(kind)
+    try:
+        return call(key)
+    except AuthError:
+        fresh = tokens.refresh(kind, key)
+        if fresh is None:
+            raise
+        return call(fresh)
+
+
+def connect(
+    protocol: str = "rest",
+    settings: ClientSettings | None = None,
+    tokens: TokenSource | None = None,
+) -> ModelClient:
+    settings = settings or ClientSettings.from_properties()
+    tokens = tokens or settings.tokens()
+    if protocol == "rest":
+        from clients.rest_client import RestClient
+
+        return RestClient(settings, tokens)
+    if protocol == "grpc":
+        from clients.grpc_client import GrpcClient
+
+        return GrpcClient(settings, tokens)
+    raise ValueError(f"protocol must be one of {PROTOCOLS}, not {protocol!r}")

@@ -1,0 +1,1 @@
+"""Locust load tests: `make loadtest` (see loadtests/locustfile.py)."""
