@@ -18,6 +18,7 @@ from handlers.errors import RequestError
 from handlers.runtime import device_from_properties
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import SentimentPredictor
+from handlers.telemetry import Telemetry, timed
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class SentimentHandler(BaseHandler):
             name=context.model_name or "sentiment",
         )
         self.settings = self.predictor.settings
+        self.telemetry = Telemetry.from_context(context)
         self.initialized = True
         log.info(
             "sentiment %s ready: runtime=%s device=%s",
@@ -44,6 +46,7 @@ class SentimentHandler(BaseHandler):
             self.predictor.runtime.device,
         )
 
+    @timed("preprocess")
     def preprocess(self, data: list[dict]) -> list[TextRequest | RequestError]:
         parsed: list[TextRequest | RequestError] = []
         for i, row in enumerate(data):
@@ -56,6 +59,7 @@ class SentimentHandler(BaseHandler):
                 parsed.append(err)
         return parsed
 
+    @timed("inference")
     def inference(
         self, parsed: list[TextRequest | RequestError]
     ) -> list[dict | list[dict] | RequestError]:
@@ -70,7 +74,9 @@ class SentimentHandler(BaseHandler):
                 answers.append(mine if item.many else mine[0])
         return answers
 
+    @timed("postprocess")
     def postprocess(self, answers: list[dict | list[dict] | RequestError]) -> list[str]:
+        self.telemetry.answers(answers, self.context)
         batch = str(len(answers))
         bodies = []
         for i, answer in enumerate(answers):

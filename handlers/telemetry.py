@@ -103,7 +103,10 @@ class Telemetry:
 
     @classmethod
     def from_context(cls, context: Any) -> Telemetry:
-        return cls(getattr(context, "metrics", None), context.model_name)
+        # A handler's in-process test context may carry neither; telemetry then stays silent.
+        return cls(
+            getattr(context, "metrics", None), getattr(context, "model_name", None) or "unknown"
+        )
 
     def emit(self, name: str, value: float, **labels: object) -> None:
         """Send one observation (histogram), increment (counter) or value (gauge) of `name`."""
