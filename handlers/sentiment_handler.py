@@ -48,16 +48,14 @@ class SentimentHandler(BaseHandler):
 
     @timed("preprocess")
     def preprocess(self, data: list[dict]) -> list[TextRequest | RequestError]:
-        parsed: list[TextRequest | RequestError] = []
-        for i, row in enumerate(data):
-            try:
-                payload = decode_request(row, self.context.get_all_request_header(i))
-                parsed.append(
-                    parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
-                )
-            except RequestError as err:
-                parsed.append(err)
-        return parsed
+        return [self._parse(i, row) for i, row in enumerate(data)]
+
+    def _parse(self, i: int, row: dict) -> TextRequest | RequestError:
+        try:
+            payload = decode_request(row, self.context.get_all_request_header(i))
+            return parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
+        except RequestError as err:
+            return err
 
     @timed("inference")
     def inference(

@@ -33,7 +33,7 @@ class SentimentPredictor:
             model_dir / "tokenizer" / "tokenizer.json",
             settings.max_length,
             settings.pad_token_id,
-            settings.truncation_side,
+            settings.head_tokens,
         )
         self.runtime: Runtime = load_runtime(
             settings.runtime,

@@ -27,8 +27,9 @@ class SentimentSettings:
     max_length: int
     """Tokens per text after truncation (special tokens included)."""
     pad_token_id: int
-    truncation_side: str
-    """Which end of a too-long text is cut: "right" or "left"."""
+    head_tokens: int
+    """When a text is too long: content tokens kept from its start; the rest of the budget is
+    filled from its end (head+tail, as in training). max_length keeps the start only."""
     version: str
     """The artifact version from the manifest, reported in every response."""
     runtime: str = "onnx"
@@ -59,13 +60,25 @@ def _positive_int(value: Any, name: str) -> int:
     return value
 
 
-def _truncation_side(value: Any) -> str:
-    # Training may write a side, a tokenizers strategy name or just `true`: all cut the end but "left".
-    if isinstance(value, str) and value.lower() == "left":
-        return "left"
-    if value in (None, True) or isinstance(value, str):
-        return "right"
-    raise ArchiveError(f"manifest truncation must be a side or strategy, not {value!r}")
+def _head_tokens(block: dict, max_length: int) -> int:
+    """The manifest's truncation → head tokens. Accepted: {"strategy": "head_tail", "head_tokens": N},
+    a `head_tokens` key beside it, "left" (keep the end), or "right"/true/absent (keep the start)."""
+    rule = block.get("truncation")
+    head = block.get("head_tokens")
+    if isinstance(rule, dict):
+        head = rule.get("head_tokens", head)
+        rule = rule.get("strategy", rule.get("side"))
+    if head is not None:
+        if isinstance(head, bool) or not isinstance(head, int) or head < 0:
+            raise ArchiveError(f"head_tokens must be a non-negative integer, not {head!r}")
+        return head
+    if isinstance(rule, str) and rule.lower() == "left":
+        return 0
+    if rule in (None, True) or (
+        isinstance(rule, str) and rule.lower() in {"right", "longest_first", "only_first"}
+    ):
+        return max_length
+    raise ArchiveError(f"manifest truncation {rule!r} is not one this handler knows")
 
 
 def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
@@ -105,7 +118,7 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
         temperature=temperature,
         max_length=max_length,
         pad_token_id=int(block.get("pad_token_id", 0)),
-        truncation_side=_truncation_side(block.get("truncation")),
+        head_tokens=_head_tokens(block, exported_max),
         version=str(manifest.get("version", "unknown")),
         runtime=runtime,
         threads=_positive_int(threads, "handler.threads") if threads else None,
