@@ -10,4 +10,6 @@ pytest_plugins = [
     "tests.fixtures.sentiment",
     "tests.fixtures.frequency",
     "tests.fixtures.served",
+    "reliability.fixtures",
+    "tests.fixtures.s3",
 ]
