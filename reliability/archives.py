@@ -1,0 +1,73 @@
+"""Archives the checks need besides the real ones: a model-free stand-in, broken copies of a good
+archive, and a workflow archive (.war) an intruder would try to register."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def build_stand_in(out: Path, name: str = "standin") -> Path:
+    """A .mar of reliability/stand_in_handler.py (no weights): seconds to build and to load."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".tmp-{name}"
+    tmp.mkdir(exist_ok=True)
+    cmd = [
+        str(Path(sys.executable).with_name("torch-model-archiver")),
+        "--model-name", name,
+        "--version", "1",
+        "--handler", str(HERE / "stand_in_handler.py"),
+        "--export-path", str(out),
+        "--force",
+    ]  # fmt: skip
+    # The archiver wipes $TMPDIR/<model-name>: a private TMPDIR keeps parallel builds apart.
+    subprocess.run(cmd, check=True, env=os.environ | {"TMPDIR": str(tmp)}, capture_output=True)
+    return out / f"{name}.mar"
+
+
+def truncated_copy(good: Path, out: Path) -> Path:
+    """The first half of a good archive: not a zip any more (a torn download or upload)."""
+    data = good.read_bytes()
+    out.write_bytes(data[: len(data) // 2])
+    return out
+
+
+def broken_handler_copy(good: Path, out: Path) -> Path:
+    """A readable zip whose handler raises on import: the archive unpacks, the worker cannot load.
+
+    Every .py file at the archive root (the handler entry point is one) is replaced, so the worker
+    fails in its own process rather than in the frontend."""
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename.endswith(".py") and "/" not in item.filename:
+                data = b'raise RuntimeError("deliberately corrupt archive: handler cannot load")\n'
+            dst.writestr(item, data)
+    return out
+
+
+def workflow_archive(out: Path, model_url: str, name: str = "intruder") -> Path:
+    """A minimal valid .war: one model node (`model_url`, resolved like a model registration)."""
+    manifest = {
+        "createdOn": "01/01/2024 00:00:00",
+        "description": "registered by an intruder",
+        "archiverVersion": "0.2.15",
+        "workflow": {
+            "workflowName": name,
+            "specFile": "spec.yaml",
+            "handler": "workflow_handler.py",
+        },
+    }
+    spec = f"models:\n  min-workers: 1\n  max-workers: 1\n  m1:\n    url: {model_url}\ndag:\n  m1: []\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("WAR-INF/MANIFEST.json", json.dumps(manifest))
+        z.writestr("spec.yaml", spec)
+        z.writestr("workflow_handler.py", "def passthrough(data, context):\n    return data\n")
+    return out
