@@ -1,0 +1,102 @@
+"""handlers.codec: every shape TorchServe hands a body over in → one Payload or a RequestError."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from handlers.codec import content_type_of, decode, decode_request, media_type, request_body
+from handlers.errors import BadEncoding, BadField, UnsupportedMediaType
+
+
+def test_json_already_parsed_by_torchserve_passes_through():
+    assert decode({"text": "hi"}, "application/json").value == {"text": "hi"}
+    assert decode([1, 2], "application/json").kind == "json"
+
+
+def test_json_string_parsed_by_torchserve_stays_a_json_string_not_text():
+    # Body `"hi"` with Content-Type application/json: a JSON value of the wrong type, not plain text.
+    payload = decode("hi", "application/json")
+    assert (payload.kind, payload.value) == ("json", "hi")
+
+
+@pytest.mark.parametrize("raw", [b'{"text": "hi"}', bytearray(b'{"text": "hi"}')])
+def test_json_bytes_are_parsed_when_torchserve_left_them_raw(raw):
+    # e.g. `application/json; charset=utf-8`, which TorchServe does not parse itself.
+    assert decode(raw, "application/json; charset=utf-8").value == {"text": "hi"}
+
+
+def test_bad_json_is_a_bad_encoding_with_its_position():
+    with pytest.raises(BadEncoding, match="not valid JSON.*position 1"):
+        decode(b"{oops", "application/json")
+
+
+def test_non_utf8_json_is_a_bad_encoding():
+    with pytest.raises(BadEncoding, match="UTF-8"):
+        decode(b'{"text": "\xff"}', "application/json")
+
+
+def test_text_plain_str_and_bytes_decode_to_the_same_text():
+    assert decode("héllo", "text/plain").value == "héllo"
+    assert decode("héllo".encode(), "text/plain; charset=utf-8") == decode("héllo", "text/plain")
+
+
+def test_non_utf8_text_is_a_bad_encoding():
+    with pytest.raises(BadEncoding):
+        decode(b"\xff\xfe\xfd", "text/plain")
+
+
+@pytest.mark.parametrize(
+    "ctype", ["", "application/octet-stream", "application/x-www-form-urlencoded"]
+)
+def test_without_a_useful_content_type_the_body_decides(ctype):
+    assert decode(b'  {"text": "a"}', ctype).value == {"text": "a"}
+    assert decode(b"just words", ctype).value == "just words"
+    assert decode(b"just words", ctype).kind == "text"
+    with pytest.raises(BadEncoding):
+        decode(b"{not json", ctype)
+
+
+def test_unsupported_media_type_is_415():
+    with pytest.raises(UnsupportedMediaType) as e:
+        decode(b"\x89PNG", "image/png")
+    assert e.value.status == 415
+    assert e.value.to_body()["error"].startswith("content type 'image/png'")
+
+
+def test_media_type_drops_parameters_and_case():
+    assert media_type("Application/JSON; charset=UTF-8") == "application/json"
+    assert media_type(None) == ""
+
+
+def test_parameter_content_type_wins_over_request_header():
+    headers = {"body": {"content-type": "text/plain"}, "Content-Type": "application/json"}
+    assert content_type_of(headers, "body") == "text/plain"
+    assert content_type_of({"content-type": "application/json"}, "body") == "application/json"
+    assert content_type_of(None) == ""
+
+
+def test_request_body_finds_rest_body_grpc_data_or_a_single_field():
+    assert request_body({"body": b"x"}) == ("body", b"x")
+    assert request_body({"data": b"y"}) == ("data", b"y")
+    assert request_body({"input": b"z"}) == ("input", b"z")
+    with pytest.raises(BadField):
+        request_body({})
+    with pytest.raises(BadField):
+        request_body({"a": 1, "b": 2})
+
+
+def test_decode_request_uses_the_row_and_its_headers():
+    row = {"body": b"plain words"}
+    assert decode_request(row, {"body": {"content-type": "text/plain"}}).kind == "text"
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=("Cs",))))
+def test_any_text_survives_utf8_transport(text):
+    assert decode(text.encode("utf-8"), "text/plain").value == text
+
+
+@given(st.dictionaries(st.text(), st.one_of(st.text(), st.integers(), st.none(), st.booleans())))
+def test_any_json_object_survives_byte_transport(obj):
+    assert decode(json.dumps(obj).encode(), "application/json").value == obj
