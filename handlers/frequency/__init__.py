@@ -1,0 +1,1 @@
+"""Plain modules of the frequency handler: settings, wire codec, windowing, streaming state, engine."""

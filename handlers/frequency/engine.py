@@ -1,0 +1,140 @@
+"""The model side of the handler: one runtime call for all windows of a batch, one per stream
+chunk length, and the MC-dropout std band from the head alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from handlers.frequency.codec import SignalRequest
+from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.streaming import StreamState
+from handlers.frequency.windowing import split, stitch
+from handlers.runtime import Runtime, load_runtime
+from handlers.uncertainty import MLPHead
+
+
+@dataclass(frozen=True)
+class Components:
+    signal: np.ndarray
+    """(F, N) extracted sinusoid per requested frequency."""
+    std: np.ndarray
+    """(F, N) MC-dropout standard deviation of each sample."""
+
+
+def model_inputs(samples: np.ndarray, selectors, num_frequencies: int) -> np.ndarray:
+    """(R, T) samples with one selector per row → (R, T, 1 + F)."""
+    x = np.zeros((*samples.shape, 1 + num_frequencies), dtype=np.float32)
+    x[..., 0] = samples
+    x[np.arange(samples.shape[0]), :, 1 + np.asarray(selectors)] = 1.0
+    return x
+
+
+def head_std(features: np.ndarray, head: MLPHead, masks: tuple[np.ndarray, ...]) -> np.ndarray:
+    """(..., H) → (...) MC std of a one-layer linear head, as (x*w) @ masks.T: one matmul
+    instead of a (samples, ..., H) tensor (gigabytes for a 10 s signal at 4 frequencies)."""
+    if (
+        len(head.weights) != 1
+        or head.weights[0].shape[0] != 1
+        or head.activations[0] not in ("", "none")
+    ):
+        from handlers.uncertainty import regress_with_uncertainty
+
+        return regress_with_uncertainty(features, head, masks)[1][..., 0]
+    flat = features.reshape(-1, features.shape[-1]) * head.weights[0][0]
+    samples = flat @ masks[0].T  # (rows, S); the bias shifts every sample alike
+    return samples.std(axis=1).reshape(features.shape[:-1]).astype(np.float32)
+
+
+class FrequencyEngine:
+    def __init__(self, settings: FrequencySettings, model_dir: str | Path, device: str = "cpu"):
+        self.settings = settings
+        s = settings
+        self.sequence: Runtime = load_runtime(
+            s.runtime,
+            model_dir,
+            s.sequence.inputs,
+            s.sequence.outputs,
+            device,
+            s.threads,
+            s.sequence.filename,
+        )
+        self.step: Runtime = load_runtime(
+            s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads, s.step.filename
+        )
+        self.head = MLPHead.load(Path(model_dir) / s.head_file)
+        self.masks = self.head.masks(s.mc_samples, s.mc_seed)
+
+    def windows(self, requests: list[SignalRequest]) -> list[Components]:
+        """Every window of every request and requested frequency in one runtime call."""
+        s = self.settings
+        rows, selectors, spans = [], [], []
+        for req in requests:
+            win = split(req.signal, s.window, s.hop)
+            start = sum(r.shape[0] for r in rows)
+            for sel in req.selectors:
+                rows.append(win)
+                selectors.extend([sel] * win.shape[0])
+            spans.append((start, win.shape[0]))
+        if not rows:
+            return []
+        x = model_inputs(np.concatenate(rows), selectors, len(s.frequencies))
+        out = self.sequence.run({s.sequence.inputs[0]: x})
+        output, features = out[s.sequence.outputs[0]], out[s.sequence.outputs[1]]
+        std = head_std(features, self.head, self.masks)
+        results = []
+        for req, (start, n) in zip(requests, spans, strict=True):
+            sig, sd = [], []
+            for j in range(len(req.selectors)):
+                a = start + j * n
+                sig.append(stitch(output[a : a + n], req.signal.shape[0], s.hop))
+                sd.append(stitch(std[a : a + n], req.signal.shape[0], s.hop))
+            results.append(Components(np.stack(sig), np.stack(sd)))
+        return results
+
+    def zero_state(self, req: SignalRequest) -> StreamState:
+        shape = (self.settings.layers, len(req.selectors), self.settings.hidden)
+        zero = np.zeros(shape, dtype=np.float32)
+        return StreamState(
+            h=zero, c=zero.copy(), frequencies=req.frequencies, selectors=req.selectors
+        )
+
+    def stream(
+        self, chunks: list[tuple[SignalRequest, StreamState]]
+    ) -> list[tuple[Components, StreamState]]:
+        """Continue each stream by its chunk; chunks of one length share a runtime call."""
+        s = self.settings
+        results: list = [None] * len(chunks)
+        by_length: dict[int, list[int]] = {}
+        for i, (req, _) in enumerate(chunks):
+            by_length.setdefault(req.signal.shape[0], []).append(i)
+        for idxs in by_length.values():
+            samples = np.concatenate(
+                [np.repeat(chunks[i][0].signal[None], len(chunks[i][1].selectors), 0) for i in idxs]
+            )
+            sel = [x for i in idxs for x in chunks[i][1].selectors]
+            h = np.concatenate([chunks[i][1].h for i in idxs], axis=1)
+            c = np.concatenate([chunks[i][1].c for i in idxs], axis=1)
+            names = s.step.inputs
+            out = self.step.run(
+                {names[0]: model_inputs(samples, sel, len(s.frequencies)), names[1]: h, names[2]: c}
+            )
+            output, features, hn, cn = (out[n] for n in s.step.outputs)
+            std = head_std(features, self.head, self.masks)
+            row = 0
+            for i in idxs:
+                req, state = chunks[i]
+                f = len(state.selectors)
+                new = StreamState(
+                    h=hn[:, row : row + f].copy(),
+                    c=cn[:, row : row + f].copy(),
+                    frequencies=state.frequencies,
+                    selectors=state.selectors,
+                    samples_seen=state.samples_seen + req.signal.shape[0],
+                )
+                results[i] = (Components(output[row : row + f], std[row : row + f]), new)
+                row += f
+        return results

@@ -1,0 +1,45 @@
+"""Split a signal into overlapping windows and stitch per-window outputs back with a taper.
+
+The LSTM starts every window from a zero state, so a window's first samples are its worst. A Hann
+taper gives those (and the window's end) little weight, and because it falls to ~0 at both ends
+the blend changes smoothly: no seam where one window takes over from the next. Dividing by the
+summed weights (not assuming they add up to 1) keeps the signal's own ends and any hop exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_FLOOR = 1e-3  # where only one window covers a sample (the signal's first samples) keep its output
+
+
+def num_windows(length: int, window: int, hop: int) -> int:
+    return 1 if length <= window else 1 + math.ceil((length - window) / hop)
+
+
+def split(signal: np.ndarray, window: int, hop: int) -> np.ndarray:
+    """(N,) → (W, window); the tail (or a signal shorter than one window) is zero-padded."""
+    n = num_windows(signal.shape[0], window, hop)
+    padded = np.zeros((n - 1) * hop + window, dtype=signal.dtype)
+    padded[: signal.shape[0]] = signal
+    idx = np.arange(n)[:, None] * hop + np.arange(window)[None, :]
+    return padded[idx]
+
+
+def taper(window: int) -> np.ndarray:
+    t = (np.arange(window) + 0.5) / window
+    return (np.sin(np.pi * t) ** 2 + _FLOOR).astype(np.float64)
+
+
+def stitch(pieces: np.ndarray, length: int, hop: int) -> np.ndarray:
+    """(W, window, ...) per-window outputs → (length, ...) weighted overlap-add."""
+    n, window = pieces.shape[:2]
+    w = taper(window).reshape(window, *([1] * (pieces.ndim - 2)))
+    total = np.zeros(((n - 1) * hop + window, *pieces.shape[2:]), dtype=np.float64)
+    weight = np.zeros((total.shape[0],) + (1,) * (pieces.ndim - 2), dtype=np.float64)
+    for k in range(n):
+        total[k * hop : k * hop + window] += pieces[k] * w
+        weight[k * hop : k * hop + window] += w
+    return (total / weight)[:length].astype(np.float32)
