@@ -179,6 +179,13 @@ class Telemetry:
         for v in values:
             self.emit(UNCERTAINTY, float(v), Measure=measure)
 
+    def extractions(self, frequencies: Iterable[float], stds: Iterable[Any]) -> None:
+        """Frequency: one prediction per extracted component, labelled by its frequency, with the
+        component's mean MC-dropout std as its uncertainty score."""
+        pairs = [(f, _mean(sd)) for f, sd in zip(frequencies, stds, strict=True)]
+        self.predictions(f"{f:g}Hz" for f, _ in pairs)
+        self.uncertainty("std", [m for _, m in pairs])
+
     def answers(self, answers: list[Any], context: Any = None) -> None:
         """Everything a finished batch tells the operator, from the handler's per-request answers.
 
@@ -209,6 +216,11 @@ class Telemetry:
                     measures.setdefault(measure, []).append(value)
         for measure, values in measures.items():
             self.uncertainty(measure, values)
+
+
+def _mean(values: Any) -> float:
+    values = [float(v) for v in getattr(values, "ravel", lambda: values)()]
+    return sum(values) / len(values) if values else math.nan
 
 
 def _is_request_error(answer: Any) -> bool:

@@ -231,3 +231,12 @@ def test_timed_methods_report_their_stage_and_return_unchanged(fake):
         len(fake.values(telemetry.STAGE_SECONDS, Stage="postprocess", ModelName="frequency")) == 1
     )
     assert Handler(None).postprocess([3]) == [6]  # no telemetry (in-process use): still works
+
+
+def test_extractions_count_one_prediction_per_component_with_its_mean_std(tel, fake):
+    import numpy as np
+
+    tel.extractions((1.0, 3.5), [np.array([0.1, 0.3]), np.array([0.2, 0.2])])
+    assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [1]
+    assert fake.values(telemetry.PREDICTIONS, Label="3.5Hz") == [1]
+    assert fake.values(telemetry.UNCERTAINTY, Measure="std") == pytest.approx([0.2, 0.2])
