@@ -1,0 +1,49 @@
+"""Reading the training manifest out of a .mar and the release manifest published beside it."""
+
+import datetime as dt
+import json
+import zipfile
+
+import pytest
+
+from deploy.s3.archive_info import read_training_manifest, release_manifest
+from deploy.s3.errors import StoreError
+from tests.fixtures.s3 import write_fake_mar
+
+
+def test_training_manifest_is_read_from_the_archive_root(tmp_path):
+    mar = write_fake_mar(tmp_path / "sentiment.mar", "2026.01.02-030405-abc")
+    assert read_training_manifest(mar)["version"] == "2026.01.02-030405-abc"
+
+
+def test_archive_without_manifest_is_refused_with_how_to_build_one(tmp_path):
+    mar = tmp_path / "x.mar"
+    with zipfile.ZipFile(mar, "w") as zf:
+        zf.writestr("handler.py", "")
+    with pytest.raises(StoreError, match="make archive"):
+        read_training_manifest(mar)
+
+
+def test_non_zip_file_is_refused(tmp_path):
+    mar = tmp_path / "x.mar"
+    mar.write_bytes(b"not a zip")
+    with pytest.raises(StoreError, match="not a .mar"):
+        read_training_manifest(mar)
+
+
+def test_release_manifest_carries_identity_integrity_metrics_and_versions(tmp_path):
+    training = json.loads(
+        zipfile.ZipFile(write_fake_mar(tmp_path / "s.mar", "v1")).read("manifest.json")
+    )
+    now = dt.datetime(2026, 2, 3, 4, 5, 6, tzinfo=dt.UTC)
+    doc = release_manifest(
+        "sentiment", "v1", 123, "ab" * 32, training, "p/sentiment/v1/sentiment.mar", now
+    )
+    assert doc["model"] == "sentiment" and doc["version"] == "v1"
+    assert doc["size"] == 123 and doc["sha256"] == "ab" * 32
+    assert doc["archive"] == "sentiment.mar"
+    assert doc["created"] == "2026-02-03T04:05:06+00:00"
+    assert doc["git_commit"] == training["git_commit"]
+    assert doc["metrics"] == {"accuracy": 0.875}
+    # the serving-relevant packages only
+    assert doc["packages"] == {"torch": "2.13.0", "torchserve": "0.12.0", "transformers": "5.24.0"}
