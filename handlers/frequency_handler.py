@@ -19,9 +19,14 @@ from handlers.frequency.engine import Components, FrequencyEngine
 from handlers.frequency.protocol import SEQUENCE_ID, StreamControl, UnknownSequence, stream_control
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.streaming import StateStore
+from handlers.frequency.windowing import num_windows
 from handlers.runtime import device_from_properties
+from handlers.telemetry import Telemetry, timed
 
 log = logging.getLogger(__name__)
+
+BATCH_SIZE_HEADER = "x-batch-size"
+"""Response header: how many requests TorchServe ran together with this one (batching is visible)."""
 
 
 class FrequencyHandler(BaseHandler):
@@ -35,9 +40,11 @@ class FrequencyHandler(BaseHandler):
         # Stream state must outlive a request: it is the one thing kept on the handler.
         self.streams = StateStore(self.settings.stream_idle_s, self.settings.max_streams)
         self.model = {"name": context.model_name or "frequency", "version": manifest["version"]}
+        self.telemetry = Telemetry.from_context(context)
         self.initialized = True
         log.info("frequency %s ready: runtime=%s", manifest["version"], self.settings.runtime)
 
+    @timed("preprocess")
     def preprocess(
         self, data: list[dict]
     ) -> list[tuple[SignalRequest, StreamControl | None] | RequestError]:
@@ -50,11 +57,16 @@ class FrequencyHandler(BaseHandler):
                 items.append(err)
         return items
 
+    @timed("inference")
     def inference(
         self, items: list
     ) -> list[tuple[tuple[float, ...], Components, dict | None] | RequestError]:
         results: list = list(items)
         one_shot = [i for i, it in enumerate(items) if isinstance(it, tuple) and it[1] is None]
+        s = self.settings
+        self.telemetry.windows(
+            num_windows(len(items[i][0].signal), s.window, s.hop) for i in one_shot
+        )
         for i, comp in zip(
             one_shot, self.engine.windows([items[i][0] for i in one_shot]), strict=True
         ):
@@ -108,14 +120,18 @@ class FrequencyHandler(BaseHandler):
             )
         return state
 
+    @timed("postprocess")
     def postprocess(self, results: list) -> list[str]:
+        self.telemetry.answers(results, self.context)  # batch size and refusals
         answers = []
         for i, res in enumerate(results):
+            self.context.set_response_header(i, BATCH_SIZE_HEADER, str(len(results)))
             if isinstance(res, RequestError):
                 self.context.set_response_status(res.status, res.reason, idx=i)
                 answers.append(json.dumps(res.to_body()))
                 continue
             frequencies, comp, sequence = res
+            self.telemetry.extractions(frequencies, comp.std)
             body = {
                 "sample_rate": self.settings.sample_rate,
                 "components": [
