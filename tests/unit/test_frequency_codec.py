@@ -1,0 +1,115 @@
+"""Request decoding: JSON and raw float32 bodies, parameters from query or headers, and refusals."""
+
+import json
+
+import numpy as np
+import pytest
+
+from handlers.errors import (
+    BadEncoding,
+    BadField,
+    EmptyInput,
+    RequestError,
+    TooLarge,
+    UnsupportedMediaType,
+)
+from handlers.frequency.codec import decode_request
+from handlers.frequency.protocol import UnknownSequence, stream_control
+from handlers.frequency.settings import FrequencySettings
+
+EXPORT = {
+    "window": 50, "sample_rate": 1000, "frequencies": [1.0, 3.0, 5.0, 7.0], "hidden": 8, "layers": 1,
+    "sequence": {"inputs": ["signal"], "outputs": ["output", "features"]},
+    "step": {"inputs": ["signal", "h0", "c0"], "outputs": ["output", "features", "hn", "cn"],
+             "files": {"onnx": "step.onnx", "torchscript": "step.pt"}},
+}  # fmt: skip
+SETTINGS = FrequencySettings.from_sources({"max_samples": 100}, EXPORT)
+JSON_HEADERS = {"body": {"content-type": "application/json"}}
+RAW_HEADERS = {"body": {"content-type": "application/octet-stream"}}
+
+
+def test_json_request_defaults_to_all_frequencies():
+    req = decode_request({"body": {"signal": [0.1, 0.2, 3]}}, JSON_HEADERS, SETTINGS)
+    assert req.signal.dtype == np.float32 and req.signal.tolist() == pytest.approx([0.1, 0.2, 3])
+    assert req.frequencies == (1.0, 3.0, 5.0, 7.0) and req.selectors == (0, 1, 2, 3)
+
+
+def test_json_request_selects_frequencies_in_request_order():
+    req = decode_request(
+        {"body": {"signal": [0.0], "sample_rate": 1000, "frequencies": [7, 3, 7]}},
+        JSON_HEADERS,
+        SETTINGS,
+    )
+    assert req.frequencies == (7.0, 3.0) and req.selectors == (3, 1)
+
+
+def test_raw_float32_body_with_query_parameters():
+    x = np.array([0.5, -1.25, 2.0], dtype="<f4")
+    row = {"body": bytearray(x.tobytes()), "sample_rate": b"1000", "frequencies": b"3,5"}
+    req = decode_request(row, RAW_HEADERS, SETTINGS)
+    np.testing.assert_array_equal(req.signal, x)
+    assert req.frequencies == (3.0, 5.0)
+
+
+def test_raw_float32_body_with_header_parameters():
+    x = np.array([0.5, 0.25], dtype="<f4")
+    req = decode_request({"body": x.tobytes()}, RAW_HEADERS | {"X-Frequencies": "1"}, SETTINGS)
+    assert req.frequencies == (1.0,) and req.signal.tolist() == [0.5, 0.25]
+
+
+def test_json_text_body_is_decoded():
+    body = json.dumps({"signal": [1, 2]}).encode()
+    assert (
+        decode_request(
+            {"body": body}, {"body": {"content-type": "text/plain"}}, SETTINGS
+        ).signal.size
+        == 2
+    )
+
+
+@pytest.mark.parametrize(
+    "body,error,words",
+    [
+        ({"signal": [1.0, float("nan")]}, BadField, "NaN"),
+        ({"signal": [1.0, float("inf")]}, BadField, "infinite"),
+        ({"signal": [1.0, "x"]}, BadField, "only numbers"),
+        ({"signal": [1.0, True]}, BadField, "only numbers"),
+        ({"signal": [[1.0]]}, BadField, "only numbers"),
+        ({"signal": "1,2"}, BadField, "array"),
+        ({"signal": []}, EmptyInput, "empty"),
+        ({"samples": [1.0]}, BadField, "no 'signal'"),
+        ({"signal": [1.0], "sample_rate": 500}, BadField, "sample_rate"),
+        ({"signal": [1.0], "sample_rate": "fast"}, BadField, "sample_rate"),
+        ({"signal": [1.0], "frequencies": [2]}, BadField, "unsupported frequency 2"),
+        ({"signal": [1.0], "frequencies": []}, BadField, "empty"),
+        ({"signal": [0.0] * 101}, TooLarge, "limit is 100"),
+        ([1, 2, 3], BadField, "object"),
+    ],
+)
+def test_bad_json_requests_are_refused_with_a_reason(body, error, words):
+    with pytest.raises(error) as e:
+        decode_request({"body": body}, JSON_HEADERS, SETTINGS)
+    assert e.value.status == 400 and words in e.value.reason
+
+
+def test_bad_raw_and_undecodable_bodies_are_refused():
+    with pytest.raises(BadEncoding, match="multiple of 4"):
+        decode_request({"body": b"\x00\x00\x80"}, RAW_HEADERS, SETTINGS)
+    with pytest.raises(BadField, match="NaN"):
+        decode_request({"body": np.array([np.nan], "<f4").tobytes()}, RAW_HEADERS, SETTINGS)
+    with pytest.raises(BadEncoding, match="JSON"):
+        decode_request({"body": b"{not json"}, JSON_HEADERS, SETTINGS)
+    with pytest.raises(UnsupportedMediaType) as e:
+        decode_request({"body": b"\x01\x02"}, {"body": {"content-type": "image/png"}}, SETTINGS)
+    assert e.value.status == 415
+
+
+def test_stream_control_from_sequence_headers():
+    assert stream_control({"content-type": "application/json"}) is None
+    ctl = stream_control({"ts_request_sequence_id": "abc", "ts_request_sequence_end": "true"})
+    assert (ctl.sequence_id, ctl.start, ctl.end) == ("abc", False, True)
+    made = stream_control({"ts_request_sequence_start": "true"})
+    assert made.start and made.sequence_id.startswith("freq-")
+    with pytest.raises(RequestError):
+        stream_control({"ts_request_sequence_end": "true"})
+    assert UnknownSequence("x").status == 404
