@@ -1,0 +1,56 @@
+"""Serving from S3: publish the real sentiment archive, promote it, pull the production stage into
+an empty model store with the same command the Kubernetes init container runs, start TorchServe
+on that store, and get an answer from the pulled model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from deploy.s3 import Layout, StoreSettings, promote, publish
+from tests.support.torchserve import TorchServe
+from training.common.manifest import sha256_file
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+MiB = 1024 * 1024
+
+
+def test_archive_pulled_from_the_production_stage_loads_and_answers(
+    s3_env, s3_bucket, sentiment_archive, tmp_path
+):
+    layout = Layout(s3_bucket, "models")
+    # The real archive is tens of MB: send it in parts as a large production archive would go.
+    parts = StoreSettings(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB)
+    published = publish(
+        sentiment_archive, layout, version="serve-1", settings=parts, progress=False
+    )
+    assert published.multipart
+    promote("sentiment", "serve-1", "production", layout)
+
+    store = tmp_path / "model-store"
+    pulled = subprocess.run(
+        [sys.executable, "-m", "deploy", "pull", "sentiment", "--stage", "production"]
+        + ["--dest", str(store), "--bucket", s3_bucket, "--prefix", "models", "--no-progress"],
+        env=os.environ | s3_env.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pulled.returncode == 0, pulled.stderr
+    assert "verified" in pulled.stdout
+    assert os.listdir(store) == ["sentiment.mar"]
+    assert sha256_file(store / "sentiment.mar") == sha256_file(sentiment_archive)
+
+    server = TorchServe(workdir=tmp_path / "server", store=store, models=["sentiment"]).start()
+    try:
+        r = server.post("/predictions/sentiment", json={"text": "A wonderful, moving film."})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["label"] in ("negative", "positive")
+        # The server answers with the model that was published and pulled, not some other one.
+        assert body["model"]["version"] == published.manifest["training_version"]
+    finally:
+        server.stop()
