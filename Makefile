@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve stop test test-unit lint clean
+.PHONY: help install train archive serve stop test test-unit lint clean k8s
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -53,6 +53,16 @@ test: $(STAMP) ## Run the whole test suite (unit + integration against real serv
 
 test-unit: $(STAMP) ## Only the plain-module tests
 	$(PY) -m pytest -q tests/unit
+
+# checkov pins conflict with requirements.txt (boto3), so it lives in its own venv.
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON_SYS) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Render every k8s overlay; validate (kubernetes-validate strict + checkov)
+	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
 lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,42 @@
+#!/bin/sh
+# Container entrypoint (run under tini): write TorchServe's config, start it, and make SIGTERM
+# reach the Java server. SIGTERM to the `torchserve --foreground` Python wrapper leaves Java
+# running, so the trap runs `torchserve --stop`, which terminates Java and waits for it.
+set -eu
+
+WORK="${TS_WORKDIR:-/home/model-server/work}"
+APP="${TS_APP_DIR:-/opt/torchserve/app}"
+mkdir -p "$WORK" "${TMPDIR:-/tmp}"
+cd "$WORK"
+
+# In Kubernetes the settings come from a ConfigMap generated from the repository's
+# config.properties, mounted as one file per key (TS_CONFIG_DIR); elsewhere the baked-in copy.
+if [ -n "${TS_CONFIG_DIR:-}" ]; then
+    : > config.properties
+    for f in "$TS_CONFIG_DIR"/*; do
+        [ -f "$f" ] || continue
+        printf '%s=%s\n' "$(basename "$f")" "$(cat "$f")" >> config.properties
+    done
+else
+    cp "$APP/config.properties" config.properties
+fi
+# config.properties names metrics.yaml and model_store relative to the working directory.
+cp "$APP/metrics.yaml" metrics.yaml
+mkdir -p model_store
+
+torchserve --start --foreground --ncs --ts-config "$WORK/config.properties" "$@" &
+server=$!
+
+stop() {
+    trap - TERM INT
+    torchserve --stop --foreground || true
+}
+trap stop TERM INT
+
+# The first wait returns when a trapped signal arrives; the second waits for the server to exit.
+status=0
+wait "$server" || status=$?
+if kill -0 "$server" 2>/dev/null; then
+    wait "$server" || status=$?
+fi
+exit "$status"

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Kubernetes probe for a TorchServe pod with token authorization on.
+
+    probe.py live     /ping answers 200 with the pod's own inference key
+    probe.py ready    ... and every model in load_models has a READY worker (management API)
+    probe.py live --inference http://127.0.0.1:8085 --token-file F
+                      /ping through the auth proxy with a client token (the proxy's own probe)
+
+/ping needs the inference key and answers 200 before any model has loaded, so readiness also asks
+the management API, on loopback, for each model's workers. Keys are read from key_file.json in
+TorchServe's working directory on every run (each replica has its own random keys); an expired
+key is renewed once with the API key, which does not expire (POST /token?type=...).
+Standard library only: it runs every few seconds and must start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+WORKDIR = os.environ.get("TS_WORKDIR", "/home/model-server/work")
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    props = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def read_key(workdir: Path, kind: str) -> str:
+    data = json.loads((workdir / "key_file.json").read_text())
+    return data[kind]["key"]
+
+
+def call(url: str, key: str, timeout: float, method: str = "GET") -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def authorized(url: str, kind: str, args: argparse.Namespace) -> tuple[int, bytes]:
+    """GET url with the current `kind` key; on InvalidKeyException renew that key once and retry."""
+    if args.token_file is not None:
+        return call(url, args.token_file.read_text().split()[0], args.timeout)
+    status, body = call(url, read_key(args.workdir, kind), args.timeout)
+    if status == 400 and b"InvalidKeyException" in body:
+        api_key = read_key(args.workdir, "API")
+        renew, _ = call(f"{args.management}/token?type={kind}", api_key, args.timeout, "POST")
+        if renew == 200:
+            status, body = call(url, read_key(args.workdir, kind), args.timeout)
+    return status, body
+
+
+def check_ping(args: argparse.Namespace) -> str | None:
+    status, body = authorized(f"{args.inference}/ping", "inference", args)
+    if status != 200:
+        return f"/ping answered {status}: {body[:200]!r}"
+    return None
+
+
+def check_models(args: argparse.Namespace) -> str | None:
+    config = read_properties(args.workdir / "config.properties")
+    models = [m.strip().removesuffix(".mar") for m in config.get("load_models", "").split(",")]
+    for model in filter(None, models):
+        status, body = authorized(f"{args.management}/models/{model}", "management", args)
+        if status != 200:
+            return f"{model}: management API answered {status}: {body[:200]!r}"
+        workers = [w.get("status") for entry in json.loads(body) for w in entry.get("workers", [])]
+        if "READY" not in workers:
+            return f"{model}: no READY worker yet ({workers})"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("check", choices=["live", "ready"])
+    p.add_argument("--inference", default="http://127.0.0.1:8080", help="inference API base URL")
+    p.add_argument("--management", default="http://127.0.0.1:8081", help="management API base URL")
+    p.add_argument("--workdir", type=Path, default=Path(WORKDIR), help="holds key_file.json")
+    p.add_argument(
+        "--token-file", type=Path, help="client token (first line) instead of the key file"
+    )
+    p.add_argument("--timeout", type=float, default=3.0, help="seconds per HTTP call")
+    args = p.parse_args(argv)
+    try:
+        problem = check_ping(args)
+        if problem is None and args.check == "ready":
+            problem = check_models(args)
+    except (OSError, ValueError, KeyError) as e:  # no key file yet, server not listening, bad JSON
+        problem = f"{type(e).__name__}: {e}"
+    if problem:
+        print(f"probe {args.check}: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
