@@ -12,9 +12,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from grpc_tools import protoc
-
 import ts
+from grpc_tools import protoc
 
 OUT = Path(__file__).resolve().parent / "_generated"
 PROTOS = ("inference.proto", "management.proto", "google/rpc/status.proto")
