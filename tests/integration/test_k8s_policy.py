@@ -1,0 +1,208 @@
+"""Policy checks over what `kubectl kustomize` renders for each overlay (make k8s adds checkov)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from deploy.k8s_check import overlays, render, schema_errors
+from deploy.serving import read_properties
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = read_properties(ROOT / "config.properties")
+# What a pod needs beyond the repository's file (docs/kubernetes.md): Prometheus scrapes the
+# metrics listener from outside the pod, and each overlay says how many GPUs TorchServe has.
+POD_REWRITES = {"metrics_address": "http://0.0.0.0:8082"}
+GPUS = {"cpu": "0", "gpu": "1"}
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return {name: render(name) for name in overlays()}
+
+
+def objects(rendered, overlay: str, kind: str) -> list[dict]:
+    return [o for o in rendered[overlay].objects if o["kind"] == kind]
+
+
+def pod(rendered, overlay: str) -> dict:
+    (deployment,) = objects(rendered, overlay, "Deployment")
+    return deployment["spec"]["template"]
+
+
+def containers(spec: dict, init: bool = True) -> list[dict]:
+    return spec["containers"] + (spec.get("initContainers", []) if init else [])
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def test_both_overlays_exist_and_pass_strict_schema_validation(rendered):
+    assert {"cpu", "gpu"} <= rendered.keys()
+    for overlay in rendered.values():
+        assert schema_errors(overlay, ("1.37.0",)) == []
+
+
+def test_gpu_overlay_requests_a_gpu_per_replica_and_tolerates_the_gpu_taint(rendered):
+    spec = pod(rendered, "gpu")["spec"]
+    ts = next(c for c in spec["containers"] if c["name"] == "torchserve")
+    assert str(ts["resources"]["limits"]["nvidia.com/gpu"]) == "1"
+    assert str(ts["resources"]["requests"]["nvidia.com/gpu"]) == "1"
+    assert any(
+        t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in spec["tolerations"]
+    )
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert any("gpu" in e["key"] for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"])
+
+
+def test_cpu_overlay_requests_no_gpu_and_carries_no_gpu_toleration(rendered):
+    spec = pod(rendered, "cpu")["spec"]
+    for c in containers(spec):
+        for section in ("requests", "limits"):
+            assert "nvidia.com/gpu" not in c.get("resources", {}).get(section, {})
+    assert not any("nvidia" in t.get("key", "") for t in spec.get("tolerations", []))
+    assert "affinity" not in spec
+
+
+def test_gpu_overlay_keeps_capacity_during_rollouts_and_spreads_over_nodes_and_zones(rendered):
+    (deployment,) = objects(rendered, "gpu", "Deployment")
+    assert deployment["spec"]["replicas"] >= 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    (hpa,) = objects(rendered, "gpu", "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2" and hpa["spec"]["minReplicas"] >= 2
+    keys = {
+        c["topologyKey"]
+        for c in deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    }
+    assert keys == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    assert ":0.1.0-gpu" in next(
+        c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]
+    )
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_configmap_carries_the_repository_config_except_the_documented_rewrites(rendered, overlay):
+    (cm,) = [
+        o
+        for o in objects(rendered, overlay, "ConfigMap")
+        if o["metadata"]["name"].startswith("torchserve-config")
+    ]
+    expected = CONFIG | POD_REWRITES | {"number_of_gpu": GPUS[overlay]}
+    assert cm["data"] == expected
+    # The management API and gRPC management stay on loopback inside the pod.
+    assert cm["data"]["management_address"].startswith("http://127.0.0.1:")
+    assert cm["data"]["grpc_management_address"] == "127.0.0.1"
+    assert cm["data"]["disable_token_authorization"] == "false"
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_every_probe_pings_the_inference_port_with_a_token(rendered, overlay):
+    spec = pod(rendered, overlay)["spec"]
+    proxy_ports = {
+        p["containerPort"]
+        for c in spec["containers"]
+        for p in c.get("ports", [])
+        if p["name"] == "http"
+    }
+    inference_ports = {port_of(CONFIG["inference_address"])} | proxy_ports
+    probes = [
+        (c["name"], kind, c[kind])
+        for c in spec["containers"]
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe")
+        if kind in c
+    ]
+    assert {kind for name, kind, _ in probes if name == "torchserve"} == {
+        "startupProbe",
+        "readinessProbe",
+        "livenessProbe",
+    }
+    for name, kind, probe in probes:
+        # httpGet/tcpSocket cannot send the replica's key: /ping needs it with token auth on.
+        assert set(probe) & {"httpGet", "tcpSocket", "grpc"} == set(), f"{name} {kind}"
+        cmd = probe["exec"]["command"]
+        assert cmd[0] == "probe.py", f"{name} {kind}: {shlex.join(cmd)}"
+        url = cmd[cmd.index("--inference") + 1]
+        assert url.startswith("http://127.0.0.1:") and port_of(url) in inference_ports
+    ts = next(c for c in spec["containers"] if c["name"] == "torchserve")
+    assert ts["startupProbe"]["exec"]["command"][1] == "ready"
+    budget = ts["startupProbe"]["periodSeconds"] * ts["startupProbe"]["failureThreshold"]
+    assert budget >= 300, "model loading needs minutes before liveness takes over"
+    assert "/ping" in (ROOT / "docker/probe.py").read_text()
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_no_service_or_container_port_exposes_the_management_api(rendered, overlay):
+    management = {port_of(CONFIG["management_address"]), int(CONFIG["grpc_management_port"])}
+    spec = pod(rendered, overlay)["spec"]
+    named = {p["name"]: p["containerPort"] for c in spec["containers"] for p in c.get("ports", [])}
+    assert not management & set(named.values())
+    services = objects(rendered, overlay, "Service")
+    assert {s["metadata"]["name"] for s in services} == {"torchserve", "torchserve-metrics"}
+    exposed = set()
+    for s in services:
+        for p in s["spec"]["ports"]:
+            target = p.get("targetPort", p["port"])
+            exposed |= {p["port"], named[target] if isinstance(target, str) else target}
+    assert not exposed & management
+    (inference,) = [s for s in services if s["metadata"]["name"] == "torchserve"]
+    assert {p["port"] for p in inference["spec"]["ports"]} == {8080, 7070}
+    (metrics,) = [s for s in services if s["metadata"]["name"] == "torchserve-metrics"]
+    assert metrics["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert metrics["metadata"]["annotations"]["prometheus.io/port"] == "8082"
+    (policy,) = objects(rendered, overlay, "NetworkPolicy")
+    allowed = {named[p["port"]] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert allowed and not allowed & management
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "torchserve"
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_init_containers_pull_every_model_the_config_loads_into_the_served_store(rendered, overlay):
+    spec = pod(rendered, overlay)["spec"]
+    models = {m.strip().removesuffix(".mar") for m in CONFIG["load_models"].split(",")}
+    pulled, dests = set(), set()
+    for c in spec["initContainers"]:
+        argv = c["command"] + c["args"]
+        assert argv[:4] == ["python", "-m", "deploy", "pull"]
+        pulled.add(argv[4])
+        dests.add(argv[argv.index("--dest") + 1])
+        assert "--stage" in argv
+    assert pulled == models
+    (ts,) = [c for c in spec["containers"] if c["name"] == "torchserve"]
+    store = {m["name"]: m["mountPath"] for m in ts["volumeMounts"]}["model-store"]
+    # config.properties names model_store relative to TorchServe's working dir (the "work" mount).
+    workdir = {m["name"]: m["mountPath"] for m in ts["volumeMounts"]}["work"]
+    assert dests == {store} == {f"{workdir}/{CONFIG['model_store']}"}
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_pods_are_hardened_and_disruptions_are_bounded(rendered, overlay):
+    template = pod(rendered, overlay)
+    spec = template["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert spec["automountServiceAccountToken"] is False
+    for c in containers(spec):
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert {"cpu", "memory"} <= c["resources"]["requests"].keys() & c["resources"][
+            "limits"
+        ].keys()
+        assert ":" in c["image"] and not c["image"].endswith(":latest")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    ts = next(c for c in spec["containers"] if c["name"] == "torchserve")
+    writable = {m["mountPath"] for m in ts["volumeMounts"] if "emptyDir" in volumes[m["name"]]}
+    assert {"/tmp", "/home/model-server/work", "/home/model-server/work/model_store"} <= writable
+    pre_stop = ts["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep" and spec["terminationGracePeriodSeconds"] > int(pre_stop[1]) + 30
+    (pdb,) = objects(rendered, overlay, "PodDisruptionBudget")
+    labels = template["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (sa,) = objects(rendered, overlay, "ServiceAccount")
+    assert spec["serviceAccountName"] == sa["metadata"]["name"]
+    assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")

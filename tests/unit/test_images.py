@@ -1,0 +1,163 @@
+"""The serving images agree with the project's requirements and carry what the pod runs.
+
+No Docker engine here, so the Dockerfiles are checked as text against the requirements files and
+the repository: what they install, what they copy, who they run as.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = {"cpu": ROOT / "docker/Dockerfile.cpu", "gpu": ROOT / "docker/Dockerfile.gpu"}
+REQUIREMENTS = {"cpu": "requirements-serve.txt", "gpu": "requirements-gpu.txt"}
+# The only packages the CUDA set may add or swap, each explained in requirements-gpu.txt.
+GPU_SWAPS = {"onnxruntime": "onnxruntime-gpu"}
+GPU_EXTRAS = {"nvgpu", "pynvml"}
+
+
+def pins(name: str) -> dict[str, str]:
+    out = {}
+    for line in (ROOT / name).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            pkg, sep, version = line.partition("==")
+            assert sep, f"{name}: {line!r} is not pinned with =="
+            out[pkg.strip().lower()] = version.strip()
+    return out
+
+
+def public(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            op, _, rest = line.partition(" ")
+            out.append((op.upper(), rest.strip()))
+    return out
+
+
+def test_serving_requirements_pin_the_same_versions_as_requirements_txt():
+    project, serve = pins("requirements.txt"), pins("requirements-serve.txt")
+    assert {"torch", "torchserve", "onnxruntime", "boto3"} <= serve.keys()
+    for pkg, version in serve.items():
+        assert pkg in project, f"{pkg} is served but not in requirements.txt"
+        assert public(version) == project[pkg], f"{pkg}: serve {version} vs {project[pkg]}"
+    assert serve["torch"].endswith("+cpu"), "the CPU image must not pull the CUDA torch wheel"
+
+
+def test_gpu_requirements_differ_from_serving_only_by_the_cuda_builds():
+    serve, gpu = pins("requirements-serve.txt"), pins("requirements-gpu.txt")
+    expected = {GPU_SWAPS.get(pkg, pkg) for pkg in serve} | GPU_EXTRAS
+    assert set(gpu) == expected
+    assert gpu["torch"].startswith(public(serve["torch"]) + "+cu"), gpu["torch"]
+    assert gpu["torchserve"] == serve["torchserve"]
+    for pkg, version in serve.items():
+        if pkg not in GPU_SWAPS and pkg != "torch":
+            assert gpu[pkg] == version, f"{pkg}: gpu {gpu[pkg]} vs serve {version}"
+    index = [
+        ln for ln in (ROOT / "requirements-gpu.txt").read_text().splitlines() if "index-url" in ln
+    ]
+    assert index and all("/whl/cu" in ln for ln in index), "torch must come from the CUDA index"
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_every_pip_install_uses_the_images_requirements_file(kind):
+    runs = [
+        args
+        for op, args in instructions(DOCKERFILES[kind])
+        if op == "RUN" and "pip install" in args
+    ]
+    assert runs, "the image installs nothing with pip"
+    for args in runs:
+        for cmd in re.findall(r"pip install([^&;]*)", args):
+            words = [w for w in cmd.split() if not w.startswith("--")]
+            assert words[0] == "-r" and words[1].endswith(REQUIREMENTS[kind]), cmd
+            assert len(words) == 2, f"packages outside the requirements file: {cmd}"
+    copied = " ".join(args for op, args in instructions(DOCKERFILES[kind]) if op == "COPY")
+    assert REQUIREMENTS[kind] in copied
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_base_images_are_pinned_exact_tags_never_latest(kind):
+    froms = [args.split()[0] for op, args in instructions(DOCKERFILES[kind]) if op == "FROM"]
+    assert froms
+    for image in froms:
+        assert "$" not in image, "base image hidden behind an ARG cannot be checked"
+        name, _, tag = image.partition("@")[0].rpartition(":")
+        assert name and re.fullmatch(r"\d+\.\d+\.\d+-[a-z0-9.-]+", tag), f"{image}: no exact tag"
+        assert "latest" not in image
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_image_runs_torchserve_as_a_non_root_user_under_tini(kind):
+    ops = instructions(DOCKERFILES[kind])
+    users = [args for op, args in ops if op == "USER"]
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert users[-1].split(":")[0].isdigit(), "numeric uid, so runAsNonRoot can verify it"
+    entrypoint = [args for op, args in ops if op == "ENTRYPOINT"][-1]
+    assert "tini" in entrypoint and "entrypoint.sh" in entrypoint
+    assert "torchserve --start --foreground" in (ROOT / "docker/entrypoint.sh").read_text()
+
+
+def copy_sources(kind: str) -> list[str]:
+    sources = []
+    for op, args in instructions(DOCKERFILES[kind]):
+        if op == "COPY" and "--from=" not in args:
+            words = [w for w in args.split() if not w.startswith("--")]
+            sources += words[:-1]
+    return sources
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_every_copied_path_exists_and_passes_the_dockerignore(kind):
+    allowed = [
+        line[1:].rstrip("/")
+        for line in Path(f"{DOCKERFILES[kind]}.dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    for src in copy_sources(kind):
+        assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
+        assert src.rstrip("/") in allowed, f"COPY {src}: excluded by the .dockerignore"
+
+
+def test_image_carries_the_handlers_and_every_project_module_the_pull_tool_imports():
+    code = (
+        "import sys, deploy.__main__\n"
+        "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    ).stdout.split()
+    local = {
+        Path(f).resolve().relative_to(ROOT).as_posix()
+        for f in out
+        if Path(f).is_absolute() and Path(f).resolve().is_relative_to(ROOT)
+    }
+    local = {f for f in local if not f.startswith(".venv")}
+    assert "deploy/s3/pull.py" in local
+    local.add("handlers/")  # the whole package: TorchServe imports handlers.* from the image too
+    for kind in DOCKERFILES:
+        sources = copy_sources(kind)
+        missing = [
+            f
+            for f in local
+            if not any(f == s or (s.endswith("/") and f.startswith(s)) for s in sources)
+        ]
+        assert not missing, f"{kind} image lacks {missing}"
