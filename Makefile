@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve stop test test-unit lint clean k8s
+.PHONY: help install train archive serve stop test test-unit lint clean publish pull k8s
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -47,6 +47,23 @@ serve: archive ## Train what is missing, archive, start TorchServe in the backgr
 
 stop: ## Stop TorchServe
 	-$(VENV)/bin/torchserve --stop
+
+# S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.
+BUCKET ?= $(MODEL_BUCKET)
+PREFIX ?= models
+VERSION ?=
+STAGE ?= production
+MODEL ?= $(MODELS)
+ENDPOINT ?=
+S3_ARGS = --bucket "$(BUCKET)" --prefix "$(PREFIX)" $(if $(ENDPOINT),--endpoint-url $(ENDPOINT))
+
+publish: $(foreach m,$(MODEL),$(STORE)/$(m).mar) ## Publish model_store/<MODEL>.mar to s3://BUCKET/PREFIX (VERSION= overrides the manifest's)
+	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
+	for m in $(MODEL); do $(PY) -m deploy publish $(STORE)/$$m.mar $(S3_ARGS) $(if $(VERSION),--version $(VERSION)); done
+
+pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into model_store/, sha256-verified
+	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
+	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
 test: $(STAMP) ## Run the whole test suite (unit + integration against real servers)
 	$(PY) -m pytest -q tests

@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bucket", default=os.environ.get("MODEL_BUCKET"), help="[MODEL_BUCKET]")
     common.add_argument(
-        "--prefix", default=os.environ.get("MODEL_PREFIX", ""), help="[MODEL_PREFIX]"
+        "--prefix",
+        default=os.environ.get("MODEL_PREFIX", "models"),
+        help="[MODEL_PREFIX, else models]",
     )
     common.add_argument("--endpoint-url", help="S3-compatible endpoint [AWS_ENDPOINT_URL]")
     common.add_argument("--region", help="[AWS chain: AWS_REGION, ~/.aws/config]")

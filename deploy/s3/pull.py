@@ -97,6 +97,8 @@ def pull(
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as f:
+                # mkstemp makes 0600; the server may run as another user than the init container.
+                os.fchmod(f.fileno(), 0o644)
                 _download(client, layout, key, f, manifest["size"], settings, progress)
                 f.flush()
                 os.fsync(f.fileno())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 
@@ -25,7 +26,7 @@ MiB = 1024 * 1024
 def deploy_cli(env, *args):
     """The real entry point, as the init container runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "deploy", *args, "--no-progress"],
+        [sys.executable, "-m", "deploy", *args, "--prefix", "", "--no-progress"],
         env=os.environ | env.env,
         capture_output=True,
         text=True,
@@ -67,6 +68,9 @@ def test_publish_then_pull_is_byte_identical_with_a_complete_manifest(
     assert got.path == tmp_path / "store" / "s.mar"
     assert got.path.read_bytes() == mar.read_bytes()
     assert os.listdir(tmp_path / "store") == ["s.mar"]  # no temp file left behind
+    assert (
+        stat.S_IMODE(got.path.stat().st_mode) == 0o644
+    )  # readable by a server running as another user
 
 
 def test_large_archive_goes_up_in_sha256_checked_parts_and_pulls_back_identical(
