@@ -1,9 +1,10 @@
-"""Wire format → `SignalRequest`: a JSON object, or a raw little-endian float32 body whose
-parameters come in the query string (`?sample_rate=1000&frequencies=1,3`) or in headers
-(`X-Sample-Rate`, `X-Frequencies`).
+"""Wire format → `SignalRequest`: a JSON object, or a raw little-endian float32 body
+(application/octet-stream) whose parameters come in headers (`X-Sample-Rate`, `X-Frequencies: 1,3`).
 
 TorchServe hands each request over as a dict: the body under "body" (or "data"), already
-JSON-decoded when the content type is application/json, and every query parameter as one more key.
+JSON-decoded when the content type is application/json. Query parameters would arrive as extra
+keys and are read too, but TorchServe 0.12's /predictions route does not forward them (measured:
+it parses the request with a null query decoder), so clients must use the headers.
 """
 
 from __future__ import annotations
