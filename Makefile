@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve stop test test-unit lint clean publish pull k8s
+.PHONY: help install train archive serve metrics stop test test-unit lint clean publish pull k8s
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ archive: $(foreach m,$(MODELS),$(STORE)/$(m).mar) ## Build model_store/<model>.m
 serve: archive ## Train what is missing, archive, start TorchServe in the background
 	$(VENV)/bin/torchserve --start --ts-config config.properties --ncs
 	$(PY) -m deploy.wait_ready --config config.properties $(MODELS)
+
+metrics: ## Show the custom handler metrics of the local TorchServe (docs/observability.md)
+	curl -sf http://127.0.0.1:8082/metrics | grep -E '^ts_handler_|^ts_inference_requests_total'
 
 stop: ## Stop TorchServe
 	-$(VENV)/bin/torchserve --stop
