@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--bucket (or MODEL_BUCKET) is required")
     try:
         print(run(args))
-    except (StoreError, ValueError) as e:
+    except (StoreError, ValueError, OSError) as e:  # OSError: e.g. --dest is not a folder
         print(f"deploy {args.command}: {e}", file=sys.stderr)
         return 1
     return 0

@@ -196,3 +196,17 @@ def test_missing_bucket_model_and_version_give_clear_errors(s3_env, s3_bucket, f
     assert "no published versions of 'nomodel'" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list((tmp_path).glob("*.mar"))
+
+
+def test_unreachable_endpoint_fails_with_a_clear_message_not_a_traceback(s3_env, tmp_path):
+    from tests.fixtures.s3 import _free_port
+
+    result = deploy_cli(
+        s3_env,
+        "pull", "sentiment", "--stage", "production", "--dest", str(tmp_path),
+        "--bucket", "models", "--endpoint-url", f"http://127.0.0.1:{_free_port()}",
+        "--max-attempts", "2", "--connect-timeout", "2",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "cannot reach the store for bucket 'models'" in result.stderr
+    assert "Traceback" not in result.stderr and os.listdir(tmp_path) == []

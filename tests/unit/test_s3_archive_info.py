@@ -47,3 +47,20 @@ def test_release_manifest_carries_identity_integrity_metrics_and_versions(tmp_pa
     assert doc["metrics"] == {"accuracy": 0.875}
     # the serving-relevant packages only
     assert doc["packages"] == {"torch": "2.13.0", "torchserve": "0.12.0", "transformers": "5.24.0"}
+
+
+def test_single_put_carries_the_whole_file_sha256_and_multipart_a_per_part_sha256():
+    import base64
+
+    from deploy.s3.publish import checksum_args
+    from deploy.s3.settings import StoreSettings
+
+    settings = StoreSettings(multipart_threshold=1000)
+    digest = "ab" * 32
+    single = checksum_args(digest, 999, settings)
+    assert base64.b64decode(single["ChecksumSHA256"]) == bytes.fromhex(digest)
+    assert single["ChecksumAlgorithm"] == "SHA256" and single["Metadata"] == {"sha256": digest}
+    parts = checksum_args(digest, 1000, settings)
+    # S3 accepts only CRC full-object checksums on multipart uploads: no whole-file SHA-256 there.
+    assert "ChecksumSHA256" not in parts and parts["ChecksumAlgorithm"] == "SHA256"
+    assert parts["Metadata"] == {"sha256": digest}
