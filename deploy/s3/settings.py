@@ -7,11 +7,14 @@ S3-compatible store such as MinIO or moto.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import boto3
+import botocore.session
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
+from botocore.loaders import Loader, create_loader
 
 MiB = 1024 * 1024
 
@@ -44,7 +47,9 @@ class StoreSettings:
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
-        return boto3.session.Session(region_name=self.region).client(
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _shared_loader())
+        return boto3.session.Session(botocore_session=core, region_name=self.region).client(
             "s3", endpoint_url=self.endpoint_url, config=config
         )
 
@@ -54,3 +59,10 @@ class StoreSettings:
             multipart_chunksize=self.multipart_chunksize,
             max_concurrency=self.max_concurrency,
         )
+
+
+@functools.cache
+def _shared_loader() -> Loader:
+    """Parsing the S3 service model is most of a client's creation time (~0.2 s); sharing the
+    loader caches it, while credentials, region and endpoint are still resolved per client."""
+    return create_loader()
