@@ -50,13 +50,20 @@ def content_type_of(headers: dict | None, param: str = "body") -> str:
     """The body's media type from TorchServe's request headers.
 
     TorchServe keeps each parameter's content type under its name ({"body": {"content-type": ...}})
-    and the HTTP headers at the top level; the parameter's own one wins.
+    and the HTTP headers at the top level; the parameter's own one wins. A multipart request's
+    top-level type describes the envelope, not the part, so a part without its own type is sniffed.
     """
     headers = headers or {}
     own = headers.get(param)
     if isinstance(own, dict) and own.get("content-type"):
         return media_type(own["content-type"])
-    for key, value in headers.items():
+    top = request_content_type(headers)
+    return "" if top.startswith("multipart/") else top
+
+
+def request_content_type(headers: dict | None) -> str:
+    """The media type of the HTTP request itself."""
+    for key, value in (headers or {}).items():
         if isinstance(key, str) and key.lower() == "content-type" and isinstance(value, str):
             return media_type(value)
     return ""
@@ -105,5 +112,10 @@ def decode(value: Any, content_type: str = "") -> Payload:
 
 def decode_request(row: dict, headers: dict | None) -> Payload:
     """One TorchServe request row (+ its headers) → Payload, or raise a RequestError."""
+    if not row and request_content_type(headers) == "application/x-www-form-urlencoded":
+        # TorchServe drops url-encoded form bodies (what `curl -d` sends) before the handler.
+        raise UnsupportedMediaType(
+            "form-encoded bodies are not supported; send application/json or text/plain"
+        )
     param, value = request_body(row)
     return decode(value, content_type_of(headers, param))

@@ -165,3 +165,16 @@ def test_requests_without_the_inference_token_are_refused(served, headers):
 def test_management_key_is_not_an_inference_key(served):
     r = served.post(PATH, key="management", json={"text": "good"})
     assert r.status_code == 400 and r.json()["type"] == "InvalidKeyException"
+
+
+def test_json_sent_as_a_form_gets_415_and_form_fields_are_read(served):
+    # `curl -d '{"text": ...}'` labels JSON as a url-encoded form; TorchServe drops it before the handler.
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    r = served.post(PATH, data=b'{"text": "good"}', headers=form)
+    assert r.status_code == 415 and "application/json" in r.json()["error"]
+    r = served.post(PATH, data={"text": REVIEWS[2]})
+    assert r.status_code == 200, r.text
+    assert_same_prediction(r.json(), served.sentiment_predictor.predict([REVIEWS[2]])[0])
+    r = served.post(PATH, files={"data": (None, REVIEWS[2])})
+    assert r.status_code == 200, r.text
+    assert_same_prediction(r.json(), served.sentiment_predictor.predict([REVIEWS[2]])[0])

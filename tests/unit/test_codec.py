@@ -100,3 +100,16 @@ def test_any_text_survives_utf8_transport(text):
 @given(st.dictionaries(st.text(), st.one_of(st.text(), st.integers(), st.none(), st.booleans())))
 def test_any_json_object_survives_byte_transport(obj):
     assert decode(json.dumps(obj).encode(), "application/json").value == obj
+
+
+def test_multipart_part_without_its_own_type_is_sniffed_not_refused():
+    headers = {"data": {"content-type": ""}, "Content-Type": "multipart/form-data; boundary=x"}
+    assert content_type_of(headers, "data") == ""
+    assert decode_request({"data": b"great movie"}, headers).value == "great movie"
+
+
+def test_form_encoded_request_that_torchserve_emptied_gets_a_415_hint():
+    with pytest.raises(UnsupportedMediaType, match="form-encoded"):
+        decode_request({}, {"Content-Type": "application/x-www-form-urlencoded"})
+    with pytest.raises(BadField, match="no body"):
+        decode_request({}, {})
