@@ -1,0 +1,68 @@
+"""Typed training settings: DEFAULT (the real model, < 20 min on 2 CPU cores) and TINY (seconds, tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class SentimentConfig:
+    name: str
+    seed: int = 0
+    max_length: int = 192
+    """Tokens per review including [CLS]/[SEP]; the export is checked up to this length."""
+    head_tokens: int = 48
+    """Head+tail truncation: keep the first `head_tokens` content tokens and fill the rest from the
+    end of the review, where IMDB reviewers usually state their verdict."""
+    encoder_layers: int | None = None
+    """Keep only the first N transformer layers (None: all six). TINY uses 1 to run in seconds."""
+    frozen_layers: int = 3
+    """Embeddings plus this many lower layers get no gradient: backward through them dominates the
+    CPU cost and the pretrained lower layers are generic enough to keep."""
+    train_size: int = 2000
+    """Reviews drawn from the train split (both sources); one epoch over them."""
+    batch_size: int = 16
+    epochs: int = 1
+    lr_encoder: float = 5e-5
+    lr_head: float = 1e-3
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    hidden: int = 256
+    """Width of the head's hidden layer."""
+    dropout: float = 0.2
+    """Head dropout, in training and for MC-dropout sampling at serving time."""
+    activation: str = "gelu"
+    """Head activation; gelu is the tanh approximation so MLPHead reproduces it exactly."""
+    validation_size: int | None = 600
+    """Validation reviews used to fit the temperature (None: the whole validation split)."""
+    test_size: int | None = None
+    """Test reviews evaluated (None: the whole test split, >= 2,000 IMDB)."""
+    ood_size: int = 100
+    """Out-of-distribution texts per kind (shuffled-word reviews, random vocabulary strings)."""
+    mc_samples: int = 32
+    eval_batch_size: int = 64
+    threads: int = 2
+    progress: bool = True
+
+
+DEFAULT = SentimentConfig(name="default")
+
+# One encoder layer, short sequences, a few steps: artifacts with every file and field, in seconds.
+TINY = replace(
+    DEFAULT,
+    name="tiny",
+    max_length=32,
+    head_tokens=8,
+    encoder_layers=1,
+    frozen_layers=0,
+    train_size=64,
+    batch_size=16,
+    hidden=32,
+    validation_size=64,
+    test_size=96,
+    ood_size=16,
+    mc_samples=8,
+    progress=False,
+)
+
+CONFIGS = {"default": DEFAULT, "tiny": TINY}

@@ -1,0 +1,144 @@
+"""Batched inference, out-of-distribution probes and the metrics written to metrics.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from handlers.uncertainty import MLPHead, classify_with_uncertainty, softmax
+from training.common.calibration import (
+    auroc,
+    expected_calibration_error,
+    fit_temperature,
+    nll,
+    reliability_bins,
+)
+from training.sentiment.data import Split
+from training.sentiment.encoding import length_batches, pad_rows
+from training.sentiment.model import SentimentModel
+
+
+@dataclass(frozen=True)
+class Predictions:
+    logits: np.ndarray
+    """(N, 2) deterministic, unscaled."""
+    features: np.ndarray
+    """(N, D) input of the head."""
+
+
+@torch.inference_mode()
+def predict(
+    model: SentimentModel,
+    rows: list[list[int]],
+    pad_token_id: int,
+    batch_size: int,
+    desc: str,
+    progress: bool = True,
+) -> Predictions:
+    """Eval-mode logits and features, batched by length, returned in the order of `rows`."""
+    model.eval()
+    lengths = np.array([len(r) for r in rows])
+    logits = np.zeros((len(rows), 2), np.float32)
+    features = None
+    batches = list(length_batches(lengths, batch_size))
+    for idx in tqdm(batches, desc=desc, unit="batch", disable=not progress):
+        enc = pad_rows([rows[i] for i in idx], pad_token_id)
+        out, feats = model(torch.from_numpy(enc.input_ids), torch.from_numpy(enc.attention_mask))
+        if features is None:
+            features = np.zeros((len(rows), feats.shape[1]), np.float32)
+        logits[idx] = out.numpy()
+        features[idx] = feats.numpy()
+    return Predictions(logits, features)
+
+
+def shuffled_word_texts(texts: list[str], seed: int) -> list[str]:
+    """In-vocabulary words with the syntax destroyed: same tokens, no sentences."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.permutation(t.split())) for t in texts]
+
+
+def random_token_texts(
+    vocab: list[str], n: int, seed: int, words: tuple[int, int] = (20, 120)
+) -> list[str]:
+    """Strings of random vocabulary words: nothing a reviewer would write."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(vocab, size=int(rng.integers(*words)))) for _ in range(n)]
+
+
+def plain_vocabulary(tokenizer) -> list[str]:
+    """Whole alphabetic words of the tokenizer vocabulary (no [unused], no ## pieces)."""
+    return sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w.isascii() and len(w) > 2)
+
+
+def _rounded(d: dict) -> dict:
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def classification_metrics(
+    validation: Predictions,
+    validation_split: Split,
+    test: Predictions,
+    test_split: Split,
+    ood: dict[str, Predictions],
+    head: MLPHead,
+    mc_samples: int,
+    n_bins: int = 15,
+) -> tuple[dict, dict]:
+    """(metrics for metrics.json, reliability bins before/after for plots)."""
+    temperature = fit_temperature(validation.logits, validation_split.label)
+    y = test_split.label
+    pred = test.logits.argmax(-1)
+    correct = pred == y
+    p_raw = softmax(test.logits, 1.0)
+    p_cal = softmax(test.logits, temperature)
+    by_source = {
+        f"test_accuracy_{s}": float(correct[test_split.source == s].mean())
+        for s in np.unique(test_split.source)
+    }
+    masks = head.masks(mc_samples, seed=0)
+    unc = classify_with_uncertainty(test.features, head, masks, temperature)
+    errors = ~correct
+    metrics = {
+        "test_size": int(len(y)),
+        "test_size_imdb": int((test_split.source == "imdb").sum()),
+        "validation_size": int(len(validation_split)),
+        "test_accuracy": float(correct.mean()),
+        **by_source,
+        "temperature": temperature,
+        "ece_before": expected_calibration_error(p_raw, y, n_bins),
+        "ece_after": expected_calibration_error(p_cal, y, n_bins),
+        "nll_before": nll(test.logits, y, 1.0),
+        "nll_after": nll(test.logits, y, temperature),
+        "validation_ece_before": expected_calibration_error(
+            softmax(validation.logits), validation_split.label, n_bins
+        ),
+        "validation_ece_after": expected_calibration_error(
+            softmax(validation.logits, temperature), validation_split.label, n_bins
+        ),
+        "mc_samples": mc_samples,
+        "test_errors": int(errors.sum()),
+        "error_auroc_entropy": auroc(unc.entropy, errors),
+        "error_auroc_mutual_information": auroc(unc.mutual_information, errors),
+        "error_auroc_mc_std": auroc(unc.std, errors),
+        "mean_entropy_in_domain": float(unc.entropy.mean()),
+        "mean_mutual_information_in_domain": float(unc.mutual_information.mean()),
+    }
+    imdb = test_split.source == "imdb"
+    for kind, p in ood.items():
+        u = classify_with_uncertainty(p.features, head, masks, temperature)
+        metrics[f"mean_entropy_ood_{kind}"] = float(u.entropy.mean())
+        metrics[f"mean_mutual_information_ood_{kind}"] = float(u.mutual_information.mean())
+        # OOD detection against in-domain IMDB reviews: 1.0 means every OOD text is more uncertain.
+        is_ood = np.r_[np.ones(len(u.entropy), bool), np.zeros(int(imdb.sum()), bool)]
+        metrics[f"ood_auroc_entropy_{kind}"] = auroc(np.r_[u.entropy, unc.entropy[imdb]], is_ood)
+        metrics[f"ood_auroc_mutual_information_{kind}"] = auroc(
+            np.r_[u.mutual_information, unc.mutual_information[imdb]], is_ood
+        )
+    bins = {
+        "before": reliability_bins(p_raw, y, n_bins),
+        "after": reliability_bins(p_cal, y, n_bins),
+    }
+    return _rounded(metrics), bins

@@ -1,0 +1,126 @@
+"""train → export + parity gate → evaluate/calibrate → head, tokenizer, metrics, plots → manifest."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from training.common import plots
+from training.common.manifest import write_manifest
+from training.sentiment.config import SentimentConfig
+from training.sentiment.data import LABELS, load_splits
+from training.sentiment.encoding import token_rows
+from training.sentiment.evaluate import (
+    classification_metrics,
+    plain_vocabulary,
+    predict,
+    random_token_texts,
+    shuffled_word_texts,
+)
+from training.sentiment.export import (
+    INPUT_NAMES,
+    OUTPUT_NAMES,
+    export_onnx,
+    export_torchscript,
+    verify_exports,
+)
+from training.sentiment.model import build_model, load_tokenizer
+from training.sentiment.train import fine_tune
+
+SERVE_FILES = ["model.pt", "model.onnx", "head.npz", "tokenizer"]
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def run(out_dir: str | Path, cfg: SentimentConfig) -> dict:
+    """Build a complete artifact directory; returns the manifest. Raises ParityError on a bad export."""
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # A stale manifest would vouch for files this run is about to replace.
+    (out / "manifest.json").unlink(missing_ok=True)
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+
+    splits = load_splits(cfg.seed)
+    train = splits.train.sample(cfg.train_size, cfg.seed)
+    validation = splits.validation.sample(cfg.validation_size, cfg.seed + 1)
+    test = splits.test.sample(cfg.test_size, cfg.seed + 2)
+    ood_source = [t for t, s in zip(test.text, test.source, strict=True) if s == "imdb"]
+    tokenizer = load_tokenizer()
+    pad = tokenizer.pad_token_id
+    ood_texts = {
+        "shuffled_words": shuffled_word_texts(ood_source[: cfg.ood_size], cfg.seed),
+        "random_tokens": random_token_texts(plain_vocabulary(tokenizer), cfg.ood_size, cfg.seed),
+    }
+
+    def rows(texts):
+        return token_rows(tokenizer, texts, cfg.max_length, cfg.head_tokens)
+
+    model = build_model(cfg)
+    history = fine_tune(model, rows(train.text), train.label, cfg, pad)
+
+    vocab_size = model.encoder.config.vocab_size
+    export_torchscript(model, out / "model.pt", vocab_size, pad)
+    export_onnx(model, out / "model.onnx", vocab_size, pad)
+    parity = verify_exports(model, out, cfg.max_length, vocab_size, pad, cfg.threads)
+    _write_json(out / "parity.json", parity)
+
+    def infer(texts, desc):
+        return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress)
+
+    val_pred = infer(validation.text, "validation")
+    test_pred = infer(test.text, "test")
+    ood_pred = {kind: infer(texts, f"ood {kind}") for kind, texts in ood_texts.items()}
+    head = model.mlp_head()
+    metrics, bins = classification_metrics(
+        val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
+    )
+    metrics |= {
+        "config": cfg.name,
+        "train_size": len(train),
+        "train_seconds": round(history.seconds, 1),
+        "final_train_loss": round(sum(history.loss[-20:]) / len(history.loss[-20:]), 6),
+    }
+
+    head.save(out / "head.npz")
+    tokenizer.save_pretrained(out / "tokenizer")
+    plots.training_curve(
+        history.step,
+        history.loss,
+        history.accuracy,
+        out / "training_curve.png",
+        title=f"sentiment fine-tuning ({cfg.name})",
+    )
+    plots.reliability_diagram(
+        {
+            "before (T=1)": (bins["before"], metrics["ece_before"]),
+            f"after (T={metrics['temperature']:.3f})": (bins["after"], metrics["ece_after"]),
+        },
+        out / "reliability.png",
+        title="test reliability",
+    )
+    metrics["wall_seconds"] = round(time.perf_counter() - started, 1)
+    _write_json(
+        out / "metrics.json", metrics | {"reliability": {k: b.to_dict() for k, b in bins.items()}}
+    )
+
+    handler = {
+        "input_names": INPUT_NAMES,
+        "output_names": OUTPUT_NAMES,
+        "labels": list(LABELS),
+        "temperature": float(metrics["temperature"]),
+        "max_length": cfg.max_length,
+        "pad_token_id": int(pad),
+        "truncation": "head+tail",
+        "head_tokens": cfg.head_tokens,
+        "feature_dim": int(head.weights[0].shape[1]),
+        "tokenizer": "tokenizer/tokenizer.json",
+        "head": "head.npz",
+    }
+    return write_manifest(out, "sentiment", SERVE_FILES, handler, metrics, parity)
