@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve metrics stop test test-unit lint clean publish pull k8s
+.PHONY: help install train archive serve metrics stop test test-unit lint clean publish pull k8s loadtest bench
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -50,6 +50,15 @@ metrics: ## Show the custom handler metrics of the local TorchServe (docs/observ
 
 stop: ## Stop TorchServe
 	-$(VENV)/bin/torchserve --stop
+
+# Load test and benchmark (docs/clients.md). LOADTEST_ARGS e.g. "--shape spike --slo-p95-ms 1500".
+LOADTEST_ARGS ?=
+loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SLO gate; reports/loadtest*
+	mkdir -p reports
+	$(VENV)/bin/locust -f loadtests/locustfile.py --headless --only-summary --csv reports/loadtest --html reports/loadtest.html $(LOADTEST_ARGS)
+
+bench: archive ## In-process vs served throughput/latency, TorchScript and ONNX; reports/bench.{json,md}
+	$(PY) -m bench $(BENCH_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.
 BUCKET ?= $(MODEL_BUCKET)

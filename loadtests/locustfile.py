@@ -23,13 +23,13 @@ if str(ROOT) not in sys.path:  # locust puts only this folder on sys.path
     sys.path.insert(0, str(ROOT))
 
 import grpc.experimental.gevent as grpc_gevent  # noqa: E402
-from locust import User, between, events  # noqa: E402
+from locust import LoadTestShape, User, between, events  # noqa: E402
 
 from clients.client import connect  # noqa: E402
 from clients.errors import ClientError  # noqa: E402
 from clients.settings import ClientSettings  # noqa: E402
-from loadtests.payloads import Payloads  # noqa: E402
-from loadtests.shapes import ConfiguredShape  # noqa: E402, F401  (locust picks the shape up from here)
+from loadtests.payloads import Payloads, parse_weights  # noqa: E402
+from loadtests.shapes import SHAPES, ShapeSettings, Tick  # noqa: E402
 from loadtests.slo import SloBounds, judge, write_verdict  # noqa: E402
 
 # grpc's C core must yield to gevent, or one gRPC user blocks every other greenlet.
@@ -60,15 +60,6 @@ def _options(parser) -> None:
         default=str(ROOT / "reports" / "loadtest_slo.json"),
         env_var="LOADTEST_SLO_REPORT",
     )
-
-
-def parse_weights(spec: str) -> dict[str, int]:
-    """ "sentiment:3,frequency:1" → {"sentiment": 3, "frequency": 1} (weight 1 when omitted)."""
-    weights = {}
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        name, _, weight = item.partition(":")
-        weights[name] = int(weight or 1)
-    return weights
 
 
 class ModelUser(User):
@@ -123,11 +114,27 @@ class GrpcUser(ModelUser):
     protocol = "grpc"
 
 
+class ConfiguredShape(LoadTestShape):
+    """The shape named by --shape, with its settings from the command line / environment."""
+
+    def tick(self) -> Tick:
+        options = self.runner.environment.parsed_options
+        return SHAPES[options.shape](self.get_run_time(), ShapeSettings.from_options(options))
+
+
 @events.quitting.add_listener
 def _slo_gate(environment, **_kw) -> None:
     opts = environment.parsed_options
+    stats = environment.stats
+    by_protocol: dict[str, int] = {}
+    for (_name, method), entry in stats.entries.items():
+        by_protocol[method] = by_protocol.get(method, 0) + entry.num_requests
     verdict = judge(
-        environment.stats, SloBounds(p95_ms=opts.slo_p95_ms, max_failures=opts.slo_max_failures)
+        stats.total.num_requests,
+        stats.total.num_failures,
+        stats.total.get_response_time_percentile(0.95),
+        by_protocol,
+        SloBounds(p95_ms=opts.slo_p95_ms, max_failures=opts.slo_max_failures),
     )
     if opts.slo_report:
         write_verdict(verdict, opts.slo_report)

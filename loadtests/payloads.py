@@ -121,3 +121,12 @@ class Payloads:
             0
         ]  # sentiment_ts, frequency_onnx, ... share the family's payloads
         return getattr(self, family)()
+
+
+def parse_weights(spec: str) -> dict[str, int]:
+    """ "sentiment:3,frequency:1" → {"sentiment": 3, "frequency": 1} (weight 1 when omitted)."""
+    weights = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, weight = item.partition(":")
+        weights[name] = int(weight or 1)
+    return weights

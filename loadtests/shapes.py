@@ -1,15 +1,13 @@
-"""Load shapes: a steady ramp and a spike, as pure functions of time plus one LoadTestShape.
+"""Load shapes: a steady ramp and a spike, as pure functions of time.
 
-`ConfiguredShape` picks the shape from `--shape steady|spike` (or LOADTEST_SHAPE) at run time, so
-one locustfile serves both and the functions stay testable without Locust running.
+The locustfile's `ConfiguredShape` picks one by `--shape steady|spike` (or LOADTEST_SHAPE) at run
+time. Nothing here imports Locust: importing it monkey-patches the whole process with gevent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from locust import LoadTestShape
 
 Tick = tuple[int, float] | None
 
@@ -63,11 +61,3 @@ def spike(t: float, s: ShapeSettings) -> Tick:
 
 
 SHAPES: dict[str, Callable[[float, ShapeSettings], Tick]] = {"steady": steady_ramp, "spike": spike}
-
-
-class ConfiguredShape(LoadTestShape):
-    """The shape named by --shape, with its settings from the command line / environment."""
-
-    def tick(self) -> Tick:
-        options = self.runner.environment.parsed_options
-        return SHAPES[options.shape](self.get_run_time(), ShapeSettings.from_options(options))

@@ -1,4 +1,6 @@
-"""The SLO gate: a run fails (non-zero exit) on any failed request or a p95 over the bound."""
+"""The SLO gate: a run fails (non-zero exit) on any failed request or a p95 over the bound.
+
+Plain data in, verdict out: no Locust import (it would gevent-patch whoever imports this)."""
 
 from __future__ import annotations
 
@@ -32,20 +34,20 @@ class SloVerdict:
         return json.dumps(asdict(self) | {"passed": self.passed}, indent=2)
 
 
-def judge(stats, bounds: SloBounds) -> SloVerdict:
-    """Verdict over a Locust RequestStats (`environment.stats`)."""
-    total = stats.total
-    p95 = float(total.get_response_time_percentile(0.95) or 0.0)
-    by_protocol: dict[str, int] = {}
-    for (_, method), entry in stats.entries.items():
-        by_protocol[method] = by_protocol.get(method, 0) + entry.num_requests
-    verdict = SloVerdict(total.num_requests, total.num_failures, p95, bounds, by_protocol)
-    if total.num_requests == 0:
+def judge(
+    requests: int,
+    failures: int,
+    p95_ms: float | None,
+    by_protocol: dict[str, int],
+    bounds: SloBounds,
+) -> SloVerdict:
+    """The verdict over a run's totals (the locustfile reads them from Locust's stats)."""
+    p95 = float(p95_ms or 0.0)
+    verdict = SloVerdict(requests, failures, p95, bounds, dict(by_protocol))
+    if requests == 0:
         verdict.violations.append("no request was made")
-    if total.num_failures > bounds.max_failures:
-        verdict.violations.append(
-            f"{total.num_failures} failed requests (allowed {bounds.max_failures})"
-        )
+    if failures > bounds.max_failures:
+        verdict.violations.append(f"{failures} failed requests (allowed {bounds.max_failures})")
     if p95 > bounds.p95_ms:
         verdict.violations.append(f"p95 {p95:.0f} ms over the {bounds.p95_ms:.0f} ms bound")
     return verdict

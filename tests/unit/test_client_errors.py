@@ -1,0 +1,77 @@
+"""Error folding: the same failure maps to the same typed error whatever protocol carried it."""
+
+from __future__ import annotations
+
+import json
+
+from clients.errors import (
+    AuthError,
+    BadRequest,
+    ModelNotFound,
+    Overloaded,
+    PayloadTooLarge,
+    ServerError,
+    UnsupportedMediaType,
+    from_body,
+    from_http,
+)
+
+
+def test_handler_error_body_over_http_keeps_reason_and_kind():
+    body = json.dumps({"error": "text is empty", "kind": "empty_input"}).encode()
+    err = from_http(400, body, "text is empty")
+    assert isinstance(err, BadRequest)
+    assert (err.status, err.reason, err.kind, err.protocol) == (
+        400,
+        "text is empty",
+        "empty_input",
+        "rest",
+    )
+
+
+def test_torchserve_invalid_key_is_an_auth_error_not_a_bad_request():
+    body = json.dumps(
+        {"code": 400, "type": "InvalidKeyException", "message": "Token Authorization failed."}
+    ).encode()
+    err = from_http(400, body)
+    assert isinstance(err, AuthError) and err.kind == "InvalidKeyException"
+
+
+def test_torchserve_status_codes_map_to_their_error_types():
+    cases = {
+        404: ModelNotFound,
+        413: PayloadTooLarge,
+        415: UnsupportedMediaType,
+        503: Overloaded,
+        500: ServerError,
+    }
+    for status, cls in cases.items():
+        err = from_http(status, json.dumps({"code": status, "type": "X", "message": "m"}).encode())
+        assert type(err) is cls and err.status == status and err.reason == "m"
+
+
+def test_non_json_error_body_falls_back_to_the_text_then_the_status_line():
+    assert from_http(502, b"gateway down").reason == "gateway down"
+    assert from_http(502, b"", "Bad Gateway").reason == "Bad Gateway"
+
+
+def test_ok_body_carrying_a_handler_error_becomes_the_same_error_as_over_rest():
+    body = json.dumps({"error": "unsupported sample_rate 8000", "kind": "bad_field"}).encode()
+    over_grpc, over_rest = from_body(body), from_http(400, body)
+    assert type(over_grpc) is type(over_rest) is BadRequest
+    assert (over_grpc.reason, over_grpc.kind) == (over_rest.reason, over_rest.kind)
+
+
+def test_unsupported_media_type_kind_keeps_its_415_when_grpc_says_ok():
+    err = from_body(json.dumps({"error": "not JSON", "kind": "unsupported_media_type"}).encode())
+    assert isinstance(err, UnsupportedMediaType) and err.status == 415
+
+
+def test_normal_answers_are_not_mistaken_for_errors():
+    for body in (
+        b'{"label": "positive", "probabilities": {}}',
+        b"[1, 2]",
+        b"plain text",
+        b'{"error": 3}',
+    ):
+        assert from_body(body) is None
