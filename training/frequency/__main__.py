@@ -38,7 +38,9 @@ def run(out: Path, cfg: TrainConfig, plots: bool = True) -> dict:
     from training.frequency.export import export_all
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)  # no manifest until the new export passed parity
+    (out / "manifest.json").unlink(
+        missing_ok=True
+    )  # no manifest until the new export passed parity
     model = train(cfg, train_signals(cfg))
     parity = export_all(model, out)
     (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
@@ -49,9 +51,15 @@ def run(out: Path, cfg: TrainConfig, plots: bool = True) -> dict:
     metrics = {"config": asdict(cfg), "train": train_eval, "test": test_eval}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if plots:
-        plot_components(model, make_signal(cfg.signal, cfg.test_seed), cfg, out / "test_components.png")
+        plot_components(
+            model, make_signal(cfg.signal, cfg.test_seed), cfg, out / "test_components.png"
+        )
     summary = {
-        "mse_window": {k: {"train": train_eval[k]["mse_window"], "test": v["mse_window"]} for k, v in test_eval.items()},
+        "mse_window": {
+            k: {"train": train_eval[k]["mse_window"], "test": v["mse_window"]}
+            for k, v in test_eval.items()
+        },
+        "mse_stitched_test": {k: v["mse_stitched"] for k, v in test_eval.items()},
         "mse_stateful_test": {k: v["mse_stateful"] for k, v in test_eval.items()},
     }
     serve = ["model.pt", "model.onnx", "step.pt", "step.onnx", "head.npz"]

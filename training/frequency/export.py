@@ -31,7 +31,9 @@ STEP_FILES = {"onnx": "step.onnx", "torchscript": "step.pt"}
 SEQUENCE_FILES = {"onnx": "model.onnx", "torchscript": "model.pt"}
 
 
-def _export(graph: torch.nn.Module, args: tuple, out: Path, stem: str, inputs, outputs, dynamic) -> None:
+def _export(
+    graph: torch.nn.Module, args: tuple, out: Path, stem: str, inputs, outputs, dynamic
+) -> None:
     torch.jit.script(graph).save(str(out / f"{stem}.pt"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter warns that it is legacy
@@ -80,9 +82,15 @@ def export_all(model: FrequencyLSTM, out: Path) -> dict:
     def state_array(b):
         return rng.normal(0, 0.5, size=(layers, b, hidden)).astype(np.float32)
 
-    seq_cases = [ParityCase(f"batch={b} len={t}", {"signal": signal(b, t)}) for b, t in ((1, 100), (9, 113), (5, 1))]
+    seq_cases = [
+        ParityCase(f"batch={b} len={t}", {"signal": signal(b, t)})
+        for b, t in ((1, 100), (9, 113), (5, 1))
+    ]
     step_cases = [
-        ParityCase(f"batch={b} len={t}", {"signal": signal(b, t), "h0": state_array(b), "c0": state_array(b)})
+        ParityCase(
+            f"batch={b} len={t}",
+            {"signal": signal(b, t), "h0": state_array(b), "c0": state_array(b)},
+        )
         for b, t in ((1, 1), (6, 37), (12, 250))
     ]
     report = {}
