@@ -1,0 +1,1 @@
+"""Serving benchmark: `make bench` / `python -m bench --help`."""

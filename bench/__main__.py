@@ -1,0 +1,188 @@
+"""Serving benchmark: for each model and runtime (TorchScript, ONNX Runtime), the bare artifact's
+in-process throughput at the serving batch size and threads, then served throughput and
+p50/p95/p99 latency through TorchServe at a few concurrencies, with the same requests.
+
+    python -m bench                      # artifacts/ (make train), reports/bench.{json,md}
+    python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4
+
+Archives are built here as <model>_ts / <model>_onnx (deploy.archive --runtime --name) and served
+together by one TorchServe from build/bench/. In-process runs before the server starts, so the
+two never share the CPU; the ratio served/in-process is measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bench.inprocess import in_process_throughput
+from bench.report import markdown_table
+from bench.served import served_load
+from loadtests.payloads import Payloads, PayloadSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx"}
+RUNTIME_FILE = {"torchscript": "model.pt", "onnx": "model.onnx"}
+
+
+def bench_payloads(model: str, n: int) -> list[dict]:
+    # One text per request: a request is the unit both sides count, whatever batching does.
+    payloads = Payloads(PayloadSettings(batch_sizes=(1,)), seed=0)
+    return [payloads.for_model(model) for _ in range(n)]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--artifacts", type=Path, default=ROOT / "artifacts", help="holds <model>/manifest.json"
+    )
+    p.add_argument("--models", nargs="+", default=["sentiment", "frequency"])
+    p.add_argument(
+        "--runtimes", nargs="+", default=["torchscript", "onnx"], choices=sorted(RUNTIME_SUFFIX)
+    )
+    p.add_argument("--concurrency", default="1,4,8", help="comma-separated concurrent callers")
+    p.add_argument(
+        "--requests", type=int, default=64, help="requests per served level (and in-process set)"
+    )
+    p.add_argument("--min-seconds", type=float, default=3.0, help="in-process timing floor")
+    p.add_argument("--protocol", choices=("rest", "grpc"), default="rest")
+    p.add_argument("--out", type=Path, default=ROOT / "reports")
+    p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
+    return p.parse_args(argv)
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
+    """(model, runtime, artifact dir) for every complete export found; missing ones are reported."""
+    todo = []
+    for model in args.models:
+        art = args.artifacts / model
+        if not (art / "manifest.json").exists():
+            print(
+                f"bench: no {art}/manifest.json (run `make train`); skipping {model}",
+                file=sys.stderr,
+            )
+            continue
+        for runtime in args.runtimes:
+            if (art / RUNTIME_FILE[runtime]).exists():
+                todo.append((model, runtime, art))
+            else:
+                print(
+                    f"bench: {art} has no {RUNTIME_FILE[runtime]}; skipping {model}/{runtime}",
+                    file=sys.stderr,
+                )
+    return todo
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    todo = plan(args)
+    if not todo:
+        return 1
+    from deploy.archive import build_archive
+    from tests.support.torchserve import start_torchserve
+
+    if args.workdir.exists():
+        shutil.rmtree(args.workdir)
+    store = args.workdir / "archives"
+    results, archives = [], {}
+    steps = tqdm(total=len(todo) * (2 + len(levels)), desc="bench", unit="step")
+    for model, runtime, art in todo:
+        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
+        steps.set_postfix_str(f"archive {name}")
+        archives[name] = build_archive(
+            model, art, store, runtime=runtime, name=name, build_dir=args.workdir / "build"
+        )
+        steps.update()
+        steps.set_postfix_str(f"in-process {name}")
+        inproc = in_process_throughput(
+            model, art, runtime, bench_payloads(model, args.requests), args.min_seconds
+        )
+        results.append(
+            {
+                "model": model,
+                "runtime": runtime,
+                "archive": name,
+                "in_process": inproc,
+                "served": [],
+            }
+        )
+        steps.update()
+
+    steps.set_postfix_str("starting TorchServe")
+    server = start_torchserve(
+        args.workdir / "serve", archives, overrides={"job_queue_size": "1000"}
+    )
+    try:
+        from clients.settings import ClientSettings
+
+        settings = ClientSettings(
+            inference_url=server.inference_url,
+            management_url=server.management_url,
+            grpc_target=server.grpc_target,
+            grpc_management_target=server.grpc_management_target,
+            key_file=server.workdir / "key_file.json",
+        )
+        for row in results:
+            payloads = bench_payloads(row["model"], args.requests)
+            for c in levels:
+                steps.set_postfix_str(f"served {row['archive']} x{c}")
+                row["served"].append(
+                    served_load(settings, row["archive"], payloads, c, args.protocol)
+                )
+                steps.update()
+    finally:
+        server.stop()
+        steps.close()
+
+    for row in results:
+        best = max((s["rps"] for s in row["served"]), default=0.0)
+        row["served_over_in_process"] = (
+            best / row["in_process"]["rps"] if row["in_process"]["rps"] else None
+        )
+    report = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "settings": {
+            "artifacts": str(args.artifacts),
+            "requests": args.requests,
+            "concurrency": levels,
+            "protocol": args.protocol,
+            "min_seconds": args.min_seconds,
+        },
+        "versions": _versions(),
+        "results": results,
+    }
+    table = markdown_table(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(report, indent=2))
+    (args.out / "bench.md").write_text(table)
+    print(table)
+    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}")
+    return 0 if all(s["errors"] == 0 for r in results for s in r["served"]) else 1
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {pkg: version(pkg) for pkg in ("torch", "onnxruntime", "torchserve")}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""In-process throughput of the bare exported artifact, at the serving batch size and threads.
+
+Requests are turned into model inputs with the handler's own code (tokenizer, windowing) before
+the clock starts: only the runtime call is timed, batch by batch, as a worker would run it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class ServingShape:
+    batch_size: int
+    """TorchServe batchSize of the model-config: requests per runtime call."""
+    threads: int | None
+    """The handler's runtime intra-op threads."""
+
+
+def serving_shape(model: str) -> tuple[ServingShape, dict]:
+    config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
+    handler = dict(config.get("handler") or {})
+    return ServingShape(int(config.get("batchSize", 1)), handler.get("threads")), handler
+
+
+def _sentiment_batches(
+    artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int
+):
+    from handlers.sentiment.predict import SentimentPredictor
+
+    predictor = SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
+    ids_name, mask_name = predictor.settings.input_names[:2]
+    texts = [p["text"] for p in payloads]
+    feeds = []
+    for i in range(0, len(texts), batch):
+        enc = predictor.encoder.encode(texts[i : i + batch])
+        feeds.append(
+            ({ids_name: enc.input_ids, mask_name: enc.attention_mask}, len(texts[i : i + batch]))
+        )
+    return predictor.runtime.run, feeds
+
+
+def _frequency_batches(
+    artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int
+):
+    from handlers.frequency.codec import decode_request
+    from handlers.frequency.engine import FrequencyEngine, model_inputs
+    from handlers.frequency.settings import FrequencySettings
+    from handlers.frequency.windowing import split
+
+    manifest = json.loads((artifacts / "manifest.json").read_text())
+    settings = FrequencySettings.from_sources(handler | {"runtime": runtime}, manifest["handler"])
+    engine = FrequencyEngine(settings, artifacts)
+    requests = [decode_request({"body": p}, {}, settings) for p in payloads]
+    feeds = []
+    for i in range(0, len(requests), batch):
+        rows, selectors = [], []
+        for req in requests[i : i + batch]:
+            win = split(req.signal, settings.window, settings.hop)
+            for sel in req.selectors:
+                rows.append(win)
+                selectors.extend([sel] * win.shape[0])
+        x = model_inputs(np.concatenate(rows), selectors, len(settings.frequencies))
+        feeds.append(({settings.sequence.inputs[0]: x}, len(requests[i : i + batch])))
+    return engine.sequence.run, feeds
+
+
+PREPARE: dict[str, Callable] = {"sentiment": _sentiment_batches, "frequency": _frequency_batches}
+
+
+def in_process_throughput(
+    model: str, artifacts: Path, runtime: str, payloads: list[dict], min_seconds: float = 3.0
+) -> dict:
+    """Requests per second of the bare runtime over `payloads`, in serving-size batches."""
+    shape, handler = serving_shape(model)
+    run, feeds = PREPARE[model](artifacts, runtime, handler, payloads, shape.batch_size)
+    # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per shape,
+    # ONNX Runtime plans memory per shape; neither cost belongs to steady-state throughput.
+    for feed, _ in feeds:
+        run(feed)
+    done, start = 0, time.perf_counter()
+    # Repeat the whole set until min_seconds have passed, so tiny models are not timed on noise.
+    while True:
+        for feed, n in feeds:
+            run(feed)
+            done += n
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            break
+    return {
+        "batch_size": shape.batch_size,
+        "threads": shape.threads,
+        "requests": done,
+        "seconds": elapsed,
+        "rps": done / elapsed,
+    }
