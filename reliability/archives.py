@@ -42,12 +42,18 @@ def broken_handler_copy(good: Path, out: Path) -> Path:
     """A readable zip whose handler raises on import: the archive unpacks, the worker cannot load.
 
     Every .py file at the archive root (the handler entry point is one) is replaced, so the worker
-    fails in its own process rather than in the frontend."""
+    fails in its own process rather than in the frontend. The manifest takes the file's name as
+    the model name: TorchServe registers a model under its manifest's name, and a second archive
+    with an already-registered name stops the whole server at startup."""
     with zipfile.ZipFile(good) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for item in src.infolist():
             data = src.read(item.filename)
             if item.filename.endswith(".py") and "/" not in item.filename:
                 data = b'raise RuntimeError("deliberately corrupt archive: handler cannot load")\n'
+            elif item.filename == "MAR-INF/MANIFEST.json":
+                manifest = json.loads(data)
+                manifest["model"]["modelName"] = out.stem
+                data = json.dumps(manifest, indent=2).encode()
             dst.writestr(item, data)
     return out
 

@@ -1,0 +1,200 @@
+"""Faults on dedicated servers: a worker killed under load, a full queue, an archive that cannot load."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+
+import pytest
+import requests
+
+from reliability.archives import broken_handler_copy, truncated_copy
+from reliability.bodies import valid_example
+from reliability.load import LoadRun, burst, kill_figures
+from reliability.probes import workers
+from reliability.record import record
+from tests.support.torchserve import TorchServe, start_torchserve
+
+pytestmark = pytest.mark.integration
+
+CLIENTS = 4
+"""Closed-loop clients during the kill: at most this many requests are outstanding at any time."""
+RECOVERY_BOUND_S = 60.0
+"""TorchServe restarts a dead worker after a 1 s back-off, then the model loads again."""
+QUEUE_SIZE = 2
+
+
+def good_body(model: str) -> bytes:
+    return json.dumps(valid_example(model)).encode()
+
+
+@pytest.fixture(scope="module")
+def fault_server(fault_archive, tmp_path_factory):
+    model, mar = fault_archive
+    server = start_torchserve(tmp_path_factory.mktemp("faults"), {model: mar})
+    yield server, model
+    server.stop()
+
+
+def wait_for_new_worker(server, model: str, old_pid: int, timeout: float) -> list:
+    deadline = time.monotonic() + timeout
+    key = server.keys["management"]
+    while time.monotonic() < deadline:
+        current = workers(server.management_url, key, model)
+        if any(w.status == "READY" and w.pid not in (old_pid, -1) for w in current):
+            return current
+        time.sleep(0.2)
+    raise AssertionError(f"no new READY worker for {model} after {timeout}s: {current}")
+
+
+def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server):
+    server, model = fault_server
+    key = server.keys["management"]
+    [victim] = workers(server.management_url, key, model)
+    headers = server.auth() | {"Content-Type": "application/json"}
+    load = LoadRun(
+        f"{server.inference_url}/predictions/{model}", headers, good_body(model), CLIENTS
+    ).start()
+    try:
+        assert load.wait_until(lambda out: sum(o.ok for o in out) >= 20, timeout=60), (
+            "no warm-up answers"
+        )
+        killed_at = time.monotonic()
+        os.kill(victim.pid, signal.SIGKILL)
+        resumed = load.wait_until(
+            lambda out: any(o.ok and o.started >= killed_at for o in out), timeout=RECOVERY_BOUND_S
+        )
+        time.sleep(1.0)  # keep the load on a little: answers must keep coming, not one lucky reply
+    finally:
+        outcomes = load.stop()
+    figures = kill_figures(outcomes, killed_at)
+    replaced = wait_for_new_worker(server, model, victim.pid, RECOVERY_BOUND_S)
+    failed = [o for o in outcomes if not o.ok]
+    record(
+        "worker_kill",
+        model=model,
+        clients=CLIENTS,
+        requests=figures.total,
+        lost=figures.failed,
+        lost_statuses=figures.failed_statuses,
+        lost_bodies=sorted({o.body[:160].decode(errors="replace") for o in failed}),
+        lost_sent_after_kill=sum(o.started >= killed_at for o in failed),
+        recovery_s=figures.recovery_s,
+        longest_gap_s=figures.gap_s,
+        old_pid=victim.pid,
+        new_pids=[w.pid for w in replaced],
+    )
+    assert resumed, f"no answer within {RECOVERY_BOUND_S}s of the kill"
+    assert figures.recovery_s is not None and figures.recovery_s < RECOVERY_BOUND_S
+    assert figures.failed <= CLIENTS, figures
+    assert all(o.started < killed_at for o in failed), "a request sent after the kill was lost"
+    assert all(o.status >= 500 for o in failed), "a lost request got no HTTP answer at all"
+    after = [o for o in outcomes if o.started >= killed_at + figures.recovery_s]
+    assert after and all(o.ok for o in after), "answers did not keep coming after recovery"
+
+
+FULL_QUEUE_ANSWER_S = 5.0
+"""A refused request must come back at once; the generous bound absorbs a busy 2-core machine."""
+
+
+@pytest.fixture(scope="module")
+def small_queue_server(fault_archive, tmp_path_factory):
+    model, mar = fault_archive
+    server = start_torchserve(
+        tmp_path_factory.mktemp("small-queue"),
+        {model: mar},
+        overrides={"job_queue_size": str(QUEUE_SIZE)},
+    )
+    yield server, model
+    server.stop()
+
+
+def test_full_queue_answers_503_quickly_with_a_reason(small_queue_server):
+    server, model = small_queue_server
+    headers = server.auth() | {"Content-Type": "application/json"}
+    url = f"{server.inference_url}/predictions/{model}"
+    outcomes = burst(url, headers, good_body(model), 48, timeout=30)
+    refused = [o for o in outcomes if o.status == 503]
+    answered = [o for o in outcomes if o.ok]
+    record(
+        "queue_full",
+        model=model,
+        job_queue_size=QUEUE_SIZE,
+        sent=len(outcomes),
+        answered=len(answered),
+        refused_503=len(refused),
+        other=sorted(o.status for o in outcomes if o.status not in (200, 503)),
+        slowest_503_s=max((o.ended - o.started for o in refused), default=None),
+        slowest_200_s=max((o.ended - o.started for o in answered), default=None),
+        reason=refused[0].body[:200].decode(errors="replace") if refused else None,
+    )
+    assert refused, "48 simultaneous requests never filled a queue of 2"
+    assert answered, "nothing was served"
+    assert len(refused) + len(answered) == len(outcomes), sorted(o.status for o in outcomes)
+    assert max(o.ended - o.started for o in refused) < FULL_QUEUE_ANSWER_S
+    for o in refused:
+        reason = json.loads(o.body)
+        assert reason["code"] == 503 and reason["message"], reason
+    # The server is not left wedged: once the burst is over, requests are served again.
+    r = requests.post(url, data=good_body(model), headers=headers, timeout=30)
+    assert r.status_code == 200
+
+
+def test_archive_that_cannot_load_leaves_other_models_serving(fault_archive, tmp_path):
+    """Two corrupt archives next to a good one: a torn zip (rejected by the frontend) and a zip
+    whose handler cannot load (its worker dies at every start)."""
+    model, mar = fault_archive
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy2(mar, store / f"{model}.mar")
+    truncated_copy(mar, store / "torn.mar")
+    broken_handler_copy(mar, store / "broken.mar")
+    server = TorchServe(workdir=tmp_path / "server", store=store, models=[model, "torn", "broken"])
+    server.start(wait=False)
+    try:
+        started = time.monotonic()
+        server.wait_ready([model], timeout=180)
+        ready_s = time.monotonic() - started
+        r = server.post(
+            f"/predictions/{model}",
+            data=good_body(model),
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 200, r.text[:300]
+
+        mgmt, key = server.management_url, server.keys["management"]
+        headers = {"Authorization": f"Bearer {key}"}
+        listed = {
+            m["modelName"]
+            for m in requests.get(f"{mgmt}/models", headers=headers, timeout=10).json()["models"]
+        }
+        assert model in listed and "torn" not in listed
+        assert requests.get(f"{mgmt}/models/torn", headers=headers, timeout=10).status_code == 404
+        broken_workers = workers(mgmt, key, "broken")
+        assert not any(w.status == "READY" for w in broken_workers), broken_workers
+
+        # A model with no live worker must not answer a prediction. 0.12 queues the request for a
+        # worker that never comes (the client's own timeout ends it) or answers 5xx "Worker died".
+        try:
+            answer = server.post(
+                "/predictions/broken", data=good_body(model), timeout=5
+            ).status_code
+        except requests.Timeout:
+            answer = "client timeout"
+        assert answer == "client timeout" or answer >= 500, answer
+        ts_log, model_log = server.logs("ts_log.log"), server.logs("model_log.log")
+        assert "Failed to load model: torn.mar" in ts_log
+        assert "deliberately corrupt archive" in model_log
+        record(
+            "corrupt_archive",
+            model=model,
+            good_model_ready_s=round(ready_s, 1),
+            torn_in_management_api=False,
+            broken_worker_statuses=[w.status for w in broken_workers],
+            broken_answer=answer,
+        )
+    finally:
+        server.stop()
