@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import subprocess
 import sys
 import time
@@ -199,6 +200,15 @@ def test_cli_predicts_over_grpc_and_reports_bad_input_with_exit_status_2(served)
 # --- token expiry and rotation, on a TorchServe of our own --------------------------------------
 
 
+def _listening(target: str) -> bool:
+    host, port = target.removeprefix("http://").rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def keyed_server(tmp_path_factory):
     server = start_torchserve(
@@ -206,15 +216,17 @@ def keyed_server(tmp_path_factory):
     )
     # With no model to wait for, the key file can appear before the listeners are bound.
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            requests.get(f"{server.management_url}/models", timeout=2)
-            break
-        except requests.ConnectionError:
-            if time.monotonic() > deadline:
-                server.stop()
-                raise
-            time.sleep(0.2)
+    targets = [
+        server.inference_url,
+        server.management_url,
+        server.grpc_target,
+        server.grpc_management_target,
+    ]
+    while not all(_listening(t) for t in targets):
+        if time.monotonic() > deadline:
+            server.stop()
+            raise TimeoutError(f"TorchServe did not listen on {targets}:\n{server.tail()}")
+        time.sleep(0.2)
     yield server
     server.stop()
 
