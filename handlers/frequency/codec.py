@@ -140,7 +140,7 @@ def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> Sig
             raise UnsupportedMediaType(f"content type {ctype!r} is not JSON or {BINARY_TYPES[0]}")
         try:
             body = json.loads(_text(body))
-        except (ValueError, BadEncoding):
+        except (ValueError, RecursionError, BadEncoding):
             raise BadEncoding("the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise BadField("the JSON body must be an object with a 'signal' array")
