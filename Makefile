@@ -97,5 +97,8 @@ lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+reliability: $(STAMP) ## Fuzz, fault and security suites against real TorchServe → reports/reliability.md (RELIABILITY_EXAMPLES=1000)
+	$(PY) -m reliability
+
 clean: ## Remove built artifacts and archives (keeps .venv)
 	rm -rf $(ARTIFACTS) build reports $(STORE)/*.mar

@@ -1,0 +1,48 @@
+"""Run the reliability and security suites with a bigger fuzz budget and write the report.
+
+python -m reliability [--examples 1000] [--out reports]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from reliability.record import EXAMPLES_ENV, RECORD_ENV, read_records
+from reliability.report import summarize, write
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = [
+    "tests/integration/test_reliability_bad_input.py",
+    "tests/integration/test_reliability_faults.py",
+    "tests/integration/test_security.py",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--examples", type=int, default=int(os.environ.get(EXAMPLES_ENV, 1000)))
+    p.add_argument("--out", type=Path, default=ROOT / "reports")
+    args = p.parse_args(argv)
+    raw = args.out / "reliability-raw"
+    shutil.rmtree(raw, ignore_errors=True)
+    env = os.environ | {RECORD_ENV: str(raw), EXAMPLES_ENV: str(args.examples)}
+    # pytest's own progress line is the progress bar here: one dot per check as it finishes.
+    rc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITES], cwd=ROOT, env=env
+    ).returncode
+    summary = summarize(read_records(raw), rc, args.examples)
+    md, js = write(summary, args.out)
+    print(md.read_text())
+    print(f"wrote {md} and {js}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
