@@ -87,7 +87,9 @@ def parse_json(value: bytes | bytearray | str) -> Any:
         raise BadEncoding(f"the body is not valid JSON ({e.msg} at position {e.pos})") from None
     except (ValueError, RecursionError):
         # Integers over Python's 4300-digit limit and nesting deeper than the recursion limit.
-        raise BadEncoding("the body is not usable JSON (a number too long or nesting too deep)") from None
+        raise BadEncoding(
+            "the body is not usable JSON (a number too long or nesting too deep)"
+        ) from None
 
 
 def decode(value: Any, content_type: str = "") -> Payload:
