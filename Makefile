@@ -97,6 +97,7 @@ lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+.PHONY: reliability  # a folder of that name exists: never 'up to date'
 reliability: $(STAMP) ## Fuzz, fault and security suites against real TorchServe → reports/reliability.md (RELIABILITY_EXAMPLES=1000)
 	$(PY) -m reliability
 
