@@ -74,7 +74,14 @@ def plain_vocabulary(tokenizer) -> list[str]:
 
 
 def _rounded(d: dict) -> dict:
-    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
+    """6 decimals; nan (e.g. AUROC with no errors in a tiny test set) → None, valid JSON."""
+
+    def fix(v):
+        if isinstance(v, float):
+            return round(v, 6) if np.isfinite(v) else None
+        return v
+
+    return {k: fix(v) for k, v in d.items()}
 
 
 def classification_metrics(
