@@ -90,7 +90,13 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
     assert resumed, f"no answer within {RECOVERY_BOUND_S}s of the kill"
     assert figures.recovery_s is not None and figures.recovery_s < RECOVERY_BOUND_S
     assert figures.failed <= CLIENTS, figures
-    assert all(o.started < killed_at for o in failed), "a request sent after the kill was lost"
+    # TorchServe learns of the death when the worker's socket closes, which is when the first lost
+    # request is answered; a request sent between the kill and that moment may already have been
+    # handed to the dead worker, so "in flight" means: sent before the first loss was reported.
+    detected = min((o.ended for o in failed), default=killed_at)
+    assert all(o.started <= detected for o in failed), (
+        "a request sent after the loss was reported was lost"
+    )
     assert all(o.status >= 500 for o in failed), "a lost request got no HTTP answer at all"
     after = [o for o in outcomes if o.started >= killed_at + figures.recovery_s]
     assert after and all(o.ok for o in after), "answers did not keep coming after recovery"
