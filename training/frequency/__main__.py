@@ -16,7 +16,7 @@ from training.frequency.config import CONFIGS, TrainConfig
 from training.frequency.data import make_signal
 from training.frequency.export import STEP_FILES
 from training.frequency.model import SEQUENCE_INPUTS, SEQUENCE_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS
-from training.frequency.plots import plot_components
+from training.frequency.plots import plot_components, plot_window_error
 from training.frequency.train import evaluate, train, train_signals
 
 
@@ -41,19 +41,20 @@ def run(out: Path, cfg: TrainConfig, plots: bool = True) -> dict:
     (out / "manifest.json").unlink(
         missing_ok=True
     )  # no manifest until the new export passed parity
-    model = train(cfg, train_signals(cfg))
+    signals = train_signals(cfg)
+    model = train(cfg, signals)
     parity = export_all(model, out)
     (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
     model.head().save(out / "head.npz")
 
-    train_eval = evaluate(model, make_signal(cfg.signal, cfg.train_seed), cfg)
+    train_eval = evaluate(model, signals[0], cfg)  # one of the signals it was trained on
     test_eval = evaluate(model, make_signal(cfg.signal, cfg.test_seed), cfg)
     metrics = {"config": asdict(cfg), "train": train_eval, "test": test_eval}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if plots:
-        plot_components(
-            model, make_signal(cfg.signal, cfg.test_seed), cfg, out / "test_components.png"
-        )
+        test = make_signal(cfg.signal, cfg.test_seed)
+        plot_components(model, test, cfg, out / "test_components.png")
+        plot_window_error(model, test, cfg, out / "test_window_error.png")
     summary = {
         "mse_window": {
             k: {"train": train_eval[k]["mse_window"], "test": v["mse_window"]}

@@ -35,6 +35,13 @@ class TrainConfig:
     batch_size: int = 64
     steps: int = 3000
     lr: float = 3e-3
+    """Peak of the one-cycle schedule."""
+    clip: float = 1.0
+    """Gradient-norm clip: long carried states make the odd step's gradient spike."""
+    stream_fraction: float = 0.5
+    """Share of each batch that are streams carrying (h, c) across steps (the stateful mode)."""
+    burn_in: int = 1
+    """A zero-state window's loss ramps in linearly over its first `burn_in` samples."""
     train_seed: int = 1
     """Noise seed of the training signals."""
     test_seed: int = 2
@@ -52,6 +59,7 @@ CONFIGS = {
         signal=SignalSpec(duration_s=2.0),
         window=50,
         hidden=16,
+        layers=2,  # as the default: the handler's multi-layer state is what tests exercise
         batch_size=16,
         steps=60,
         lr=1e-2,
