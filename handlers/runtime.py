@@ -26,13 +26,18 @@ class Runtime(Protocol):
 
 
 @dataclass
-class TorchScriptRuntime:
+class _ExportedModel:
+    """What both runtimes are opened with: the file, its graph's names, where and how wide to run."""
+
     path: Path
     input_names: tuple[str, ...]
     output_names: tuple[str, ...]
     device: str = "cpu"
     threads: int | None = None
 
+
+@dataclass
+class TorchScriptRuntime(_ExportedModel):
     def __post_init__(self):
         import torch
 
@@ -43,7 +48,10 @@ class TorchScriptRuntime:
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         torch = self._torch
-        args = [torch.from_numpy(np.ascontiguousarray(inputs[n])).to(self.device) for n in self.input_names]
+        args = [
+            torch.from_numpy(np.ascontiguousarray(inputs[n])).to(self.device)
+            for n in self.input_names
+        ]
         with torch.inference_mode():
             out = self._module(*args)
         if isinstance(out, torch.Tensor):
@@ -52,13 +60,7 @@ class TorchScriptRuntime:
 
 
 @dataclass
-class OnnxRuntime:
-    path: Path
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    device: str = "cpu"
-    threads: int | None = None
-
+class OnnxRuntime(_ExportedModel):
     def __post_init__(self):
         import onnxruntime as ort
 
@@ -68,7 +70,10 @@ class OnnxRuntime:
             opts.intra_op_num_threads = self.threads
             opts.inter_op_num_threads = 1
         providers: list = ["CPUExecutionProvider"]
-        if self.device.startswith("cuda") and "CUDAExecutionProvider" in ort.get_available_providers():
+        if (
+            self.device.startswith("cuda")
+            and "CUDAExecutionProvider" in ort.get_available_providers()
+        ):
             gpu = int(self.device.split(":")[1]) if ":" in self.device else 0
             providers = [("CUDAExecutionProvider", {"device_id": gpu}), "CPUExecutionProvider"]
         self._session = ort.InferenceSession(str(self.path), sess_options=opts, providers=providers)
