@@ -33,7 +33,9 @@ def model_config_path(model: str) -> Path:
     return ROOT / "handlers" / model / "model-config.yaml"
 
 
-def stage_archive(model: str, artifacts: Path, stage: Path, runtime: str | None) -> tuple[dict, Path]:
+def stage_archive(
+    model: str, artifacts: Path, stage: Path, runtime: str | None
+) -> tuple[dict, Path]:
     """Copy what the archive carries into `stage/extra`; return (manifest, model-config path)."""
     manifest = read_manifest(artifacts)
     config = yaml.safe_load(model_config_path(model).read_text())
@@ -57,7 +59,9 @@ def stage_archive(model: str, artifacts: Path, stage: Path, runtime: str | None)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
     if RUNTIME_FILES[runtime] not in manifest["files"]:
-        raise ArchiveBuildError(f"artifacts have no {RUNTIME_FILES[runtime]} for runtime {runtime!r}")
+        raise ArchiveBuildError(
+            f"artifacts have no {RUNTIME_FILES[runtime]} for runtime {runtime!r}"
+        )
     shutil.copy2(artifacts / "manifest.json", extra / "manifest.json")
     shutil.copytree(
         ROOT / "handlers", extra / "handlers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -100,11 +104,15 @@ def build_archive(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("model", help="model family: sentiment or frequency")
     p.add_argument("--artifacts", required=True, type=Path)
     p.add_argument("--out", default=ROOT / "model_store", type=Path)
-    p.add_argument("--runtime", choices=sorted(RUNTIME_FILES), help="override the model-config's runtime")
+    p.add_argument(
+        "--runtime", choices=sorted(RUNTIME_FILES), help="override the model-config's runtime"
+    )
     p.add_argument("--name", help="archive/model name (default: the model family)")
     args = p.parse_args(argv)
     try:

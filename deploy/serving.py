@@ -27,7 +27,11 @@ def render_properties(base: str, overrides: dict[str, str]) -> str:
     """Rewrite `key=value` lines of a config.properties text; keys not there are appended."""
     out, seen = [], set()
     for line in base.splitlines():
-        key = line.split("=", 1)[0].strip() if "=" in line and not line.lstrip().startswith("#") else None
+        key = (
+            line.split("=", 1)[0].strip()
+            if "=" in line and not line.lstrip().startswith("#")
+            else None
+        )
         if key in overrides:
             out.append(f"{key}={overrides[key]}")
             seen.add(key)
@@ -40,14 +44,16 @@ def render_properties(base: str, overrides: dict[str, str]) -> str:
 def read_keys(workdir: str | Path) -> dict[str, str]:
     """key_file.json → {"inference": ..., "management": ..., "api": ...}."""
     data = json.loads((Path(workdir) / "key_file.json").read_text())
-    return {name: data[name]["key"] for name in ("inference", "management", "API") if name in data} | {
-        "api": data.get("API", {}).get("key", "")
-    }
+    return {
+        name: data[name]["key"] for name in ("inference", "management", "API") if name in data
+    } | {"api": data.get("API", {}).get("key", "")}
 
 
 def model_status(management_url: str, key: str, model: str, timeout: float = 5) -> list[dict]:
     r = requests.get(
-        f"{management_url}/models/{model}", headers={"Authorization": f"Bearer {key}"}, timeout=timeout
+        f"{management_url}/models/{model}",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=timeout,
     )
     r.raise_for_status()
     return r.json()

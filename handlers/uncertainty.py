@@ -61,7 +61,8 @@ class MLPHead:
         rng = np.random.default_rng(seed)
         keep = 1.0 - self.dropout
         return tuple(
-            (rng.random((samples, w.shape[1])) < keep).astype(np.float32) / keep for w in self.weights
+            (rng.random((samples, w.shape[1])) < keep).astype(np.float32) / keep
+            for w in self.weights
         )
 
     def forward(self, x: np.ndarray, masks: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
@@ -69,7 +70,9 @@ class MLPHead:
         x = x.astype(np.float32, copy=False)
         if masks is not None:
             x = x[None]
-        for i, (w, b, act) in enumerate(zip(self.weights, self.biases, self.activations, strict=True)):
+        for i, (w, b, act) in enumerate(
+            zip(self.weights, self.biases, self.activations, strict=True)
+        ):
             if masks is not None:
                 m = masks[i]
                 x = x * m.reshape(m.shape[0], *([1] * (x.ndim - 2)), m.shape[1])

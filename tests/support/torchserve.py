@@ -71,7 +71,10 @@ class TorchServe:
 
     def config_text(self) -> str:
         base = (ROOT / "config.properties").read_text()
-        self.ports = {k: free_port() for k in ("inference", "management", "metrics", "grpc_inference", "grpc_management")}
+        self.ports = {
+            k: free_port()
+            for k in ("inference", "management", "metrics", "grpc_inference", "grpc_management")
+        }
         settings = {
             "inference_address": self.inference_url,
             "management_address": self.management_url,
@@ -90,13 +93,17 @@ class TorchServe:
         tmp.mkdir(exist_ok=True)
         cfg = self.workdir / "config.properties"
         cfg.write_text(self.config_text())
-        env = os.environ | {
-            "TMPDIR": str(tmp),
-            "TEMP": str(tmp),
-            "LOG_LOCATION": str(self.workdir / "logs"),
-            "METRICS_LOCATION": str(self.workdir / "logs"),
-        } | self.env
-        self.log = open(self.workdir / "stdout.log", "wb")
+        env = (
+            os.environ
+            | {
+                "TMPDIR": str(tmp),
+                "TEMP": str(tmp),
+                "LOG_LOCATION": str(self.workdir / "logs"),
+                "METRICS_LOCATION": str(self.workdir / "logs"),
+            }
+            | self.env
+        )
+        self.log = open(self.workdir / "stdout.log", "wb")  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
             [str(TORCHSERVE), "--start", "--foreground", "--ncs", "--ts-config", str(cfg)],
             cwd=self.workdir,
@@ -122,7 +129,9 @@ class TorchServe:
                 raise TimeoutError(f"TorchServe wrote no key file:\n{self.tail()}")
             time.sleep(0.2)
         try:
-            wait_ready(self.management_url, self.workdir, models, max(1.0, deadline - time.monotonic()))
+            wait_ready(
+                self.management_url, self.workdir, models, max(1.0, deadline - time.monotonic())
+            )
         except TimeoutError as e:
             raise TimeoutError(f"{e}\n{self.tail()}") from None
 
@@ -155,7 +164,9 @@ class TorchServe:
 
     def post(self, path: str, key: str = "inference", **kw) -> requests.Response:
         kw.setdefault("timeout", 60)
-        return requests.post(f"{self.inference_url}{path}", headers=self.auth(key) | kw.pop("headers", {}), **kw)
+        return requests.post(
+            f"{self.inference_url}{path}", headers=self.auth(key) | kw.pop("headers", {}), **kw
+        )
 
 
 def start_torchserve(tmp: Path, archives: dict[str, Path], **kw) -> TorchServe:

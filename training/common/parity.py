@@ -39,7 +39,9 @@ def check_parity(
         row = {"case": case.name, "max_abs_diff": {}}
         for runtime, fn in exported.items():
             got = fn(case.inputs)
-            diff = max(float(np.max(np.abs(got[k] - want[k]))) if want[k].size else 0.0 for k in want)
+            diff = max(
+                float(np.max(np.abs(got[k] - want[k]))) if want[k].size else 0.0 for k in want
+            )
             row["max_abs_diff"][runtime] = diff
             report["max_abs_diff"][runtime] = max(report["max_abs_diff"].get(runtime, 0.0), diff)
             if not np.isfinite(diff) or diff > atol:
