@@ -19,12 +19,12 @@ class SentimentConfig:
     frozen_layers: int = 3
     """Embeddings plus this many lower layers get no gradient: backward through them dominates the
     CPU cost and the pretrained lower layers are generic enough to keep."""
-    train_size: int = 2000
+    train_size: int = 2800
     """Reviews drawn from the train split (both sources); one epoch over them."""
     batch_size: int = 16
     epochs: int = 1
-    lr_encoder: float = 5e-5
-    lr_head: float = 1e-3
+    lr_encoder: float = 1e-4
+    lr_head: float = 3e-3
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     hidden: int = 256
