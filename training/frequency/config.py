@@ -25,22 +25,27 @@ class SignalSpec:
 @dataclass(frozen=True)
 class TrainConfig:
     signal: SignalSpec = field(default_factory=SignalSpec)
-    window: int = 100
-    """Sequence-mode window length L (samples); the handler windows requests with it."""
+    window: int = 400
+    """Sequence-mode window length L (samples); the handler windows requests with it. The phase in
+    the 1 s period needs ~200 samples of context: a template-matching oracle's 3 Hz MSE is 0.155
+    with 100 samples, 0.096 with 150, 0.0001 with 200. With hop = L/2 every served sample sits
+    at least L/2 into some window, so L = 400 gives every sample enough context."""
     hidden: int = 64
     """LSTM hidden size: the features the MC-dropout head reads."""
-    layers: int = 1
+    layers: int = 2
+    """Two layers: with one, the linear readout cannot make sin(3x) etc. from the tracked phase
+    (stateful 3 Hz MSE 0.21 with one layer, 0.008 with two, same steps)."""
     head_dropout: float = 0.1
     """Dropout before the output Linear: trained with it, sampled by the handler for the std band."""
     batch_size: int = 64
-    steps: int = 3000
-    lr: float = 3e-3
+    steps: int = 1800
+    lr: float = 6e-3
     """Peak of the one-cycle schedule."""
     clip: float = 1.0
     """Gradient-norm clip: long carried states make the odd step's gradient spike."""
     stream_fraction: float = 0.5
     """Share of each batch that are streams carrying (h, c) across steps (the stateful mode)."""
-    burn_in: int = 1
+    burn_in: int = 50
     """A zero-state window's loss ramps in linearly over its first `burn_in` samples."""
     train_seed: int = 1
     """Noise seed of the training signals."""
@@ -63,6 +68,7 @@ CONFIGS = {
         batch_size=16,
         steps=60,
         lr=1e-2,
+        burn_in=10,
         train_signals=1,
         mc_samples=8,
     ),
