@@ -19,7 +19,7 @@ class SentimentConfig:
     frozen_layers: int = 3
     """Embeddings plus this many lower layers get no gradient: backward through them dominates the
     CPU cost and the pretrained lower layers are generic enough to keep."""
-    train_size: int = 2800
+    train_size: int = 3800
     """Reviews drawn from the train split (both sources); one epoch over them."""
     batch_size: int = 16
     epochs: int = 1
