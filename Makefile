@@ -77,7 +77,7 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) ## Run the whole test suite (unit + integration against real servers)
+test: $(STAMP) lint ## Lint, then the whole test suite (unit + integration against real servers)
 	$(PY) -m pytest -q tests
 
 test-unit: $(STAMP) ## Only the plain-module tests
