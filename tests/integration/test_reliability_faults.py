@@ -23,6 +23,9 @@ pytestmark = pytest.mark.integration
 CLIENTS = 4
 """Closed-loop clients during the kill: at most this many requests are outstanding at any time."""
 RECOVERY_BOUND_S = 60.0
+CLIENT_TIMEOUT_S = 10.0
+"""Seen on TorchServe 0.12: when the kill lands while the worker holds a batch, those requests are
+sometimes never answered (no 507) until the model's responseTimeout; clients must time out."""
 """TorchServe restarts a dead worker after a 1 s back-off, then the model loads again."""
 QUEUE_SIZE = 2
 
@@ -56,7 +59,11 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
     [victim] = workers(server.management_url, key, model)
     headers = server.auth() | {"Content-Type": "application/json"}
     load = LoadRun(
-        f"{server.inference_url}/predictions/{model}", headers, good_body(model), CLIENTS
+        f"{server.inference_url}/predictions/{model}",
+        headers,
+        good_body(model),
+        CLIENTS,
+        timeout=CLIENT_TIMEOUT_S,
     ).start()
     try:
         assert load.wait_until(lambda out: sum(o.ok for o in out) >= 20, timeout=60), (
@@ -87,7 +94,10 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
         old_pid=victim.pid,
         new_pids=[w.pid for w in replaced],
     )
-    assert resumed, f"no answer within {RECOVERY_BOUND_S}s of the kill"
+    after_kill = [
+        (round(o.started - killed_at, 2), o.status) for o in outcomes if o.ended >= killed_at
+    ]
+    assert resumed, f"no answer within {RECOVERY_BOUND_S}s of the kill: {figures} {after_kill[:20]}"
     assert figures.recovery_s is not None and figures.recovery_s < RECOVERY_BOUND_S
     assert figures.failed <= CLIENTS, figures
     # TorchServe learns of the death when the worker's socket closes, which is when the first lost
@@ -97,7 +107,11 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
     assert all(o.started <= detected for o in failed), (
         "a request sent after the loss was reported was lost"
     )
-    assert all(o.status >= 500 for o in failed), "a lost request got no HTTP answer at all"
+    unanswered = [o for o in failed if o.status == 0]
+    assert all(o.ended - o.started >= CLIENT_TIMEOUT_S - 0.5 for o in unanswered), (
+        "a lost request failed for another reason than the client's timeout"
+    )
+    assert all(o.status >= 500 for o in failed if o.status), "a lost request got a non-5xx status"
     after = [o for o in outcomes if o.started >= killed_at + figures.recovery_s]
     assert after and all(o.ok for o in after), "answers did not keep coming after recovery"
 
