@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
+from deploy.serving import model_status
 
 
 @dataclass(frozen=True)
@@ -49,15 +49,9 @@ class Worker:
 
 
 def workers(management_url: str, key: str, model: str, timeout: float = 10) -> list[Worker]:
-    r = requests.get(
-        f"{management_url}/models/{model}",
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=timeout,
-    )
-    r.raise_for_status()
     return [
         Worker(str(w.get("id")), int(w.get("pid") or -1), str(w.get("status")))
-        for w in r.json()[0].get("workers", [])
+        for w in model_status(management_url, key, model, timeout)[0].get("workers", [])
     ]
 
 
