@@ -43,14 +43,16 @@ def stage_archive(
     if runtime:
         handler_cfg["runtime"] = runtime
     runtime = handler_cfg.get("runtime", "onnx")
-    skip = {f for kind, f in RUNTIME_FILES.items() if kind != runtime}
+    # Top-level exports of the other runtime (model.pt, step.pt, ... for onnx) stay out: the
+    # handler opens only the files of the runtime it is configured with.
+    skip = {Path(f).suffix for kind, f in RUNTIME_FILES.items() if kind != runtime}
 
     if stage.exists():
         shutil.rmtree(stage)
     extra = stage / "extra"
     extra.mkdir(parents=True)
     for rel, digest in manifest["files"].items():
-        if Path(rel).name in skip and "/" not in rel:
+        if "/" not in rel and Path(rel).suffix in skip:
             continue
         src = artifacts / rel
         if not src.is_file() or sha256_file(src) != digest:
