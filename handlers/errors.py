@@ -1,10 +1,21 @@
 """The small error taxonomy: each kind of bad input maps to one HTTP status.
 
-Handlers catch `RequestError` per request and mark only that request with
-`context.set_response_status(err.status, err.reason, idx=i)`, so its batch neighbours are answered.
+Handlers catch `RequestError` per request and mark only that request with `mark_refused`, so its
+batch neighbours are answered.
+
+Client text never reaches TorchServe's reason phrase or a response header: TorchServe 0.12's worker
+protocol frames the reason phrase by its length in characters but writes it as UTF-8 bytes, so one
+non-ASCII character desynchronises the frame and the frontend kills the worker with its whole batch.
+The reason phrase is the status's standard (ASCII) phrase; the details travel in the JSON body,
+which `json.dumps` writes as ASCII.
 """
 
 from __future__ import annotations
+
+import json
+import re
+from http import HTTPStatus
+from typing import Any
 
 
 class RequestError(Exception):
@@ -55,3 +66,27 @@ class UnsupportedMediaType(RequestError):
 
 class ArchiveError(Exception):
     """The archive itself is wrong (missing file, bad setting): raised at load, never per request."""
+
+
+def reason_phrase(status: int) -> str:
+    """The standard HTTP reason phrase of `status`: ASCII, and never client text."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+_HEADER_UNSAFE = re.compile(r"[^\x20-\x7e]")
+
+
+def header_value(value: str, limit: int = 256) -> str:
+    """A response header value that is printable ASCII and bounded: anything else would either
+    break the worker frame (non-ASCII) or split the HTTP response (CR/LF)."""
+    return _HEADER_UNSAFE.sub("?", value)[:limit]
+
+
+def mark_refused(context: Any, idx: int, err: RequestError) -> str:
+    """Mark request `idx` of the batch with `err`'s status and return its JSON body."""
+    context.set_response_content_type(idx, "application/json")
+    context.set_response_status(err.status, reason_phrase(err.status), idx=idx)
+    return json.dumps(err.to_body())

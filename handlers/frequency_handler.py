@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ts.torch_handler.base_handler import BaseHandler
 
-from handlers.errors import BadField, RequestError
+from handlers.errors import BadField, RequestError, header_value, mark_refused
 from handlers.frequency.codec import SignalRequest, decode_request, json_floats
 from handlers.frequency.engine import Components, FrequencyEngine
 from handlers.frequency.protocol import SEQUENCE_ID, StreamControl, UnknownSequence, stream_control
@@ -127,8 +127,7 @@ class FrequencyHandler(BaseHandler):
         for i, res in enumerate(results):
             self.context.set_response_header(i, BATCH_SIZE_HEADER, str(len(results)))
             if isinstance(res, RequestError):
-                self.context.set_response_status(res.status, res.reason, idx=i)
-                answers.append(json.dumps(res.to_body()))
+                answers.append(mark_refused(self.context, i, res))
                 continue
             frequencies, comp, sequence = res
             self.telemetry.extractions(frequencies, comp.std)
@@ -146,6 +145,6 @@ class FrequencyHandler(BaseHandler):
             }
             if sequence is not None:
                 body["sequence"] = sequence
-                self.context.set_response_header(i, SEQUENCE_ID, sequence["id"])
+                self.context.set_response_header(i, SEQUENCE_ID, header_value(sequence["id"]))
             answers.append(json.dumps(body))
         return answers

@@ -14,7 +14,7 @@ from pathlib import Path
 from ts.torch_handler.base_handler import BaseHandler
 
 from handlers.codec import decode_request
-from handlers.errors import RequestError
+from handlers.errors import RequestError, mark_refused
 from handlers.runtime import device_from_properties
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import SentimentPredictor
@@ -81,7 +81,7 @@ class SentimentHandler(BaseHandler):
             self.context.set_response_content_type(i, "application/json")
             self.context.set_response_header(i, BATCH_SIZE_HEADER, batch)
             if isinstance(answer, RequestError):
-                self.context.set_response_status(answer.status, answer.reason, idx=i)
-                answer = answer.to_body()
-            bodies.append(json.dumps(answer))
+                bodies.append(mark_refused(self.context, i, answer))
+            else:
+                bodies.append(json.dumps(answer))
         return bodies

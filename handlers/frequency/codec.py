@@ -10,11 +10,13 @@ it parses the request with a null query decoder), so clients must use the header
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
 
+from handlers.codec import reject_content_encoding
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
 from handlers.frequency.settings import FrequencySettings
 
@@ -68,14 +70,25 @@ def _float_list(values, field: str) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+_ASCII_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
+"""A number written in a header or a comma list: ASCII digits only (Python's float() also takes
+'١٠' and '1_000', which no client means)."""
+
+
+def _number(value, field: str) -> float:
+    """A JSON number, or a number written in ASCII (headers carry text)."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and _ASCII_NUMBER.fullmatch(value):
+        return float(value)
+    raise BadField(f"'{field}' must be a number written with ASCII digits")
+
+
 def _sample_rate(value, settings: FrequencySettings) -> int:
     if value is None:
         return settings.sample_rate
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        raise BadField("'sample_rate' must be a number") from None
-    if isinstance(value, bool) or rate != settings.sample_rate:
+    rate = _number(value, "sample_rate")
+    if rate != settings.sample_rate:
         raise BadField(
             f"unsupported sample_rate {value!r}: this model serves {settings.sample_rate} Hz"
         )
@@ -86,10 +99,7 @@ def _frequencies(value, settings: FrequencySettings) -> tuple[tuple[float, ...],
     if value is None:
         return settings.frequencies, tuple(range(len(settings.frequencies)))
     if isinstance(value, str):
-        try:
-            value = [float(v) for v in value.split(",") if v.strip()]
-        except ValueError:
-            raise BadField("'frequencies' must be a comma-separated list of numbers") from None
+        value = [_number(v, "frequencies") for v in value.split(",") if v.strip()]
     freqs = _float_list(value, "frequencies")
     if freqs.size == 0:
         raise BadField("'frequencies' must not be empty")
@@ -119,8 +129,14 @@ def _checked_signal(signal: np.ndarray, settings: FrequencySettings) -> np.ndarr
 
 def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> SignalRequest:
     """One TorchServe request → a validated SignalRequest, or a RequestError."""
+    reject_content_encoding(headers)
     body = row.get("body", row.get("data"))
     if body is None:
+        if row:
+            raise BadField(
+                f"expected one body (JSON or float32), got {len(row)} form parts; "
+                "send the signal as the whole body"
+            )
         raise EmptyInput("the request has no body")
     ctype = _content_type(row, headers)
     if isinstance(body, bytes | bytearray) and ctype in BINARY_TYPES:

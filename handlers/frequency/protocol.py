@@ -8,6 +8,7 @@ A stream opens with `ts_request_sequence_start: true` (with a client-chosen
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ SEQUENCE_ID = "ts_request_sequence_id"
 SEQUENCE_START = "ts_request_sequence_start"
 SEQUENCE_END = "ts_request_sequence_end"
 _TRUE = {"1", "true", "yes"}
+_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""A sequence id is echoed in a response header, so it is a plain ASCII token."""
 
 
 class UnknownSequence(BadField):
@@ -49,6 +52,8 @@ def stream_control(headers: dict) -> StreamControl | None:
         if end:
             raise BadField(f"{SEQUENCE_END} needs a {SEQUENCE_ID}")
         return None
-    if len(sid) > 128:
-        raise BadField(f"{SEQUENCE_ID} is longer than 128 characters")
+    if sid and not _ID.fullmatch(sid):
+        raise BadField(
+            f"{SEQUENCE_ID} must be 1 to 128 ASCII letters, digits, '.', '_', ':' or '-'"
+        )
     return StreamControl(sid or f"freq-{uuid.uuid4().hex}", start, end)
