@@ -60,18 +60,28 @@ def content_type_of(headers: dict | None, param: str = "body") -> str:
     headers = headers or {}
     own = headers.get(param)
     if isinstance(own, dict) and own.get("content-type"):
-        return media_type(own["content-type"])
+        return media_type(_as_sent(own["content-type"]))
     top = request_content_type(headers)
     return "" if top.startswith("multipart/") else top
 
 
 def request_header(headers: dict | None, name: str) -> str | None:
-    """A request header's value, looked up case-insensitively (TorchServe keeps the client's case)."""
+    """A request header's value, looked up case-insensitively (TorchServe keeps the client's case).
+
+    The frontend reads header bytes as Latin-1; a client that sent UTF-8 gets its own text back in
+    error messages rather than mojibake."""
     name = name.lower()
     for key, value in (headers or {}).items():
         if isinstance(key, str) and key.lower() == name and isinstance(value, str | bytes):
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            return _as_sent(value.decode("latin-1") if isinstance(value, bytes) else value)
     return None
+
+
+def _as_sent(value: str) -> str:
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
 
 
 def request_content_type(headers: dict | None) -> str:

@@ -16,7 +16,7 @@ from numbers import Real
 
 import numpy as np
 
-from handlers.codec import reject_content_encoding
+from handlers.codec import content_type_of, reject_content_encoding
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
 from handlers.frequency.settings import FrequencySettings
 
@@ -54,11 +54,7 @@ def _header(headers: dict, name: str) -> str | None:
 
 
 def _content_type(row: dict, headers: dict) -> str:
-    for key in ("body", "data"):
-        meta = headers.get(key)
-        if key in row and isinstance(meta, dict):
-            return str(meta.get("content-type", "")).split(";")[0].strip().lower()
-    return (_header(headers, "content-type") or "").split(";")[0].strip().lower()
+    return content_type_of(headers, "data" if "body" not in row and "data" in row else "body")
 
 
 def _float_list(values, field: str) -> np.ndarray:
