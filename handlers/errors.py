@@ -23,6 +23,8 @@ class RequestError(Exception):
 
     status = 400
     kind = "bad_request"
+    retry_after_s: int | None = None
+    """Set on refusals the client should retry (503): sent as the Retry-After header."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -89,4 +91,6 @@ def mark_refused(context: Any, idx: int, err: RequestError) -> str:
     """Mark request `idx` of the batch with `err`'s status and return its JSON body."""
     context.set_response_content_type(idx, "application/json")
     context.set_response_status(err.status, reason_phrase(err.status), idx=idx)
+    if err.retry_after_s is not None:
+        context.set_response_header(idx, "Retry-After", str(err.retry_after_s))
     return json.dumps(err.to_body())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ts.torch_handler.base_handler import BaseHandler
 
+from handlers.budget import admit, over_budget
 from handlers.codec import decode_request
 from handlers.errors import RequestError, mark_refused
 from handlers.runtime import device_from_properties
@@ -61,6 +62,7 @@ class SentimentHandler(BaseHandler):
     def inference(
         self, parsed: list[TextRequest | RequestError]
     ) -> list[dict | list[dict] | RequestError]:
+        parsed = self._within_budget(parsed)
         texts = [t for item in parsed if isinstance(item, TextRequest) for t in item.texts]
         results = iter(self.predictor.predict(texts))
         answers: list[dict | list[dict] | RequestError] = []
@@ -71,6 +73,21 @@ class SentimentHandler(BaseHandler):
                 mine = [next(results) for _ in item.texts]
                 answers.append(mine if item.many else mine[0])
         return answers
+
+    def _within_budget(
+        self, parsed: list[TextRequest | RequestError]
+    ) -> list[TextRequest | RequestError]:
+        budget = self.settings.max_batch_tokens
+        costs = [
+            self.predictor.encoder.token_count(item.texts)
+            if isinstance(item, TextRequest)
+            else None
+            for item in parsed
+        ]
+        return [
+            item if ok or not isinstance(item, TextRequest) else over_budget(budget)
+            for item, ok in zip(parsed, admit(costs, budget), strict=True)
+        ]
 
     @timed("postprocess")
     def postprocess(self, answers: list[dict | list[dict] | RequestError]) -> list[str]:
