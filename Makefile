@@ -98,7 +98,7 @@ lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff format --check .
 
 .PHONY: reliability  # a folder of that name exists: never 'up to date'
-reliability: $(STAMP) ## Fuzz, fault and security suites against real TorchServe → reports/reliability.md (RELIABILITY_EXAMPLES=1000)
+reliability: $(STAMP) ## Fuzz, fault, security suites + mixed-load overload run → reports/reliability.md, overload.md
 	$(PY) -m reliability
 
 clean: ## Remove built artifacts and archives (keeps .venv)
