@@ -64,6 +64,20 @@ class UnsupportedMediaType(RequestError):
     kind = "unsupported_media_type"
 
 
+class BadState(RequestError):
+    """A stream state that is undecodable, the wrong size, altered or non-finite."""
+
+    kind = "bad_state"
+
+
+class StaleState(RequestError):
+    """A stream state this replica cannot continue (another model version or signing key): the
+    client restarts the stream."""
+
+    status = 409
+    kind = "stale_state"
+
+
 class ArchiveError(Exception):
     """The archive itself is wrong (missing file, bad setting): raised at load, never per request."""
 

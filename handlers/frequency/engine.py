@@ -11,7 +11,7 @@ import numpy as np
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.settings import FrequencySettings
-from handlers.frequency.streaming import StreamState
+from handlers.frequency.state import StreamState
 from handlers.frequency.windowing import split, stitch
 from handlers.runtime import Runtime, load_runtime
 from handlers.uncertainty import MLPHead
