@@ -82,6 +82,17 @@ class ArchiveError(Exception):
     """The archive itself is wrong (missing file, bad setting): raised at load, never per request."""
 
 
+def status_by_kind() -> dict[str, int]:
+    """Every RequestError kind → its status: the one copy, which the clients import too (a gRPC
+    answer marked bad per request comes back OK with only the body's kind to go on)."""
+    found, todo = {}, [RequestError]
+    while todo:
+        cls = todo.pop()
+        found[cls.kind] = cls.status
+        todo += cls.__subclasses__()
+    return found
+
+
 def reason_phrase(status: int) -> str:
     """The standard HTTP reason phrase of `status`: ASCII, and never client text."""
     try:

@@ -192,3 +192,16 @@ def test_bad_request_batched_with_good_ones_fails_alone(server, signal):
     first = components(resps[0])
     for r in resps[1:2] + resps[3:]:
         np.testing.assert_allclose(components(r), first, atol=1e-6)
+
+
+def test_a_default_model_sized_state_header_reaches_the_handler(server):
+    # The default model (2 x 64 LSTM, four frequencies) makes the largest tokens: TorchServe's HTTP
+    # decoder must pass a header that long (this tiny model then refuses it as the wrong size).
+    from handlers.frequency.state import StateCodec
+
+    longest = StateCodec(b"k" * 32, "2026.11.26-000000-abcdef0", 2, 64, 4).max_chars
+    resp = server.post(
+        PATH, data=b"\0\0\0\0", headers={"Content-Type": RAW, STATE_HEADER: "A" * longest}
+    )
+    print(f"default-model state header: {longest} characters -> {resp.status_code}")
+    assert resp.status_code == 400 and "wrong size" in resp.json()["error"], resp.text
