@@ -72,6 +72,8 @@ def test_json_text_body_is_decoded():
         ({"signal": [1.0, float("inf")]}, BadField, "infinite"),
         ({"signal": [1.0, "x"]}, BadField, "only numbers"),
         ({"signal": [1.0, True]}, BadField, "only numbers"),
+        ({"signal": [1.0, 10**400]}, BadField, "float32 range"),
+        ({"signal": [1.0, 1e39]}, BadField, "float32 range"),
         ({"signal": [[1.0]]}, BadField, "only numbers"),
         ({"signal": "1,2"}, BadField, "array"),
         ({"signal": []}, EmptyInput, "empty"),

@@ -152,3 +152,15 @@ def test_streams_batched_together_do_not_leak_state(engine):
     ((alone_b, _),) = engine.stream([(rb, engine.zero_state(rb))])
     np.testing.assert_allclose(together[1][0].signal, alone_b.signal, atol=1e-5)
     assert together[0][0].signal.shape == (1, 300) and together[1][1].h.shape[1] == 2
+
+
+def test_std_band_equals_the_spread_of_the_mc_samples(engine):
+    from handlers.frequency.engine import StdBand
+    from handlers.uncertainty import regress_with_uncertainty
+
+    features = np.random.default_rng(0).standard_normal((3, 50, engine.head.weights[0].shape[1]))
+    features = features.astype(np.float32)
+    band = StdBand(engine.head, engine.masks)
+    assert band.linear  # the exported head: the folded path is the one served
+    want = regress_with_uncertainty(features, engine.head, engine.masks)[1][..., 0]
+    np.testing.assert_allclose(band(features), want, rtol=1e-4, atol=1e-6)
