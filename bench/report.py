@@ -30,7 +30,8 @@ def markdown_table(report: dict) -> str:
     lines += stage_table(report)
     lines += [
         "",
-        "In-process: the bare exported model through handlers/runtime.py, inputs prepared by the handler's",
+        "In-process: the mean of runs before and after the served levels (drift on a shared machine);",
+        "the bare exported model through handlers/runtime.py, inputs prepared by the handler's",
         "own tokenizer/windowing outside the clock, batches of the served batchSize. Served: the whole path",
         "(client, HTTP/gRPC, TorchServe frontend, batching, handler pre/post-processing, MC-dropout head).",
         "",
@@ -59,7 +60,7 @@ def stage_table(report: dict) -> list[str]:
     for row, s in rows:
         st = s["stages"]
         batches = st["inference"]["batches"]
-        mean_batch = (s["requests"] + 2 * s["concurrency"]) / batches if batches else None
+        mean_batch = s["requests"] / batches if batches else None
         cells = [
             f"{_ms(st[k]['ms_per_request'])} ({st[k]['busy_share']:.0%})"
             if st[k].get("busy_share") is not None

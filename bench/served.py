@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from bench.stages import breakdown, scrape
 from clients.client import connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
@@ -30,9 +31,11 @@ def served_load(
     concurrency: int,
     protocol: str = "rest",
     body: str = "json",
+    metrics_url: str | None = None,
 ) -> dict:
     """Send every payload once with `concurrency` callers (one client each); time each call.
-    A float32 answer is decoded (as a client would) inside the timed call."""
+    A float32 answer is decoded (as a client would) inside the timed call. With `metrics_url`,
+    the server's stage metrics over the timed calls (after the warm-up) come back as "stages"."""
     local = threading.local()
     clients = []
     lock = threading.Lock()
@@ -59,14 +62,18 @@ def served_load(
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         list(pool.map(call, requests[: concurrency * 2]))  # warm-up: connections, worker caches
+        before = scrape(metrics_url) if metrics_url else None
         start = time.perf_counter()
         latencies = list(pool.map(call, requests))
         elapsed = time.perf_counter() - start
+        after = scrape(metrics_url) if metrics_url else None
     for c in clients:
         c.close()
     ok = np.array([x for x in latencies if x is not None])
     p50, p95, p99 = np.percentile(ok, [50, 95, 99]) if ok.size else (float("nan"),) * 3
+    stages = breakdown(before, after, model, elapsed, len(requests)) if metrics_url else None
     return {
+        "stages": stages,
         "concurrency": concurrency,
         "protocol": "rest" if body == "float32" else protocol,
         "body": body,

@@ -18,8 +18,11 @@ FRONTEND = {
 
 
 def scrape(metrics_url: str) -> dict[tuple[str, str, str], float]:
+    return parse_metrics(requests.get(f"{metrics_url}/metrics", timeout=10).text)
+
+
+def parse_metrics(text: str) -> dict[tuple[str, str, str], float]:
     """{(metric, model, stage or ""): value} for the series the breakdown uses."""
-    text = requests.get(f"{metrics_url}/metrics", timeout=10).text
     out: dict[tuple[str, str, str], float] = {}
     for line in text.splitlines():
         m = _LINE.match(line)
