@@ -66,8 +66,33 @@ class UnsupportedMediaType(RequestError):
     kind = "unsupported_media_type"
 
 
+class BadState(RequestError):
+    """A stream state that is undecodable, the wrong size, altered or non-finite."""
+
+    kind = "bad_state"
+
+
+class StaleState(RequestError):
+    """A stream state this replica cannot continue (another model version or signing key): the
+    client restarts the stream."""
+
+    status = 409
+    kind = "stale_state"
+
+
 class ArchiveError(Exception):
     """The archive itself is wrong (missing file, bad setting): raised at load, never per request."""
+
+
+def status_by_kind() -> dict[str, int]:
+    """Every RequestError kind → its status: the one copy, which the clients import too (a gRPC
+    answer marked bad per request comes back OK with only the body's kind to go on)."""
+    found, todo = {}, [RequestError]
+    while todo:
+        cls = todo.pop()
+        found[cls.kind] = cls.status
+        todo += cls.__subclasses__()
+    return found
 
 
 def reason_phrase(status: int) -> str:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 VALID_EXAMPLES: dict[str, dict] = {
     "sentiment": {"text": "A quietly moving film with a fine cast."},
-    "frequency": {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "frequency": 1},
+    # "stream": damaged copies also reach the stream fields and the state the answer signs.
+    "frequency": {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True},
     "standin": {"text": "hello there"},
 }
 """One good body per model: the fuzzer damages these, so it also reaches the field validation."""
