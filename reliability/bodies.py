@@ -107,9 +107,6 @@ READ_HEADERS = (
     "X-Frequencies",
     "X-Stream",
     "X-Stream-State",
-    "ts_request_sequence_id",
-    "ts_request_sequence_start",
-    "ts_request_sequence_end",
 )
 """Every request header a handler reads or echoes: each gets non-ASCII and control characters."""
 

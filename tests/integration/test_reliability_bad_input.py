@@ -62,10 +62,10 @@ NAMED_BODIES = [
         (("X-Sample-Rate", "١٠٠٠".encode()), ("X-Frequencies", "٣".encode())),
     ),
     Body(
-        "non-ascii-stream-id",
-        "application/json",
-        json.dumps({"signal": [0.5] * 64}).encode(),
-        (("ts_request_sequence_id", "stream-ü".encode()),),
+        "non-ascii-stream-flag",
+        "application/octet-stream",
+        b"\0\0\0\0" * 64,
+        (("X-Stream", "stärt".encode()),),
     ),
     Body(
         "non-ascii-stream-state",
