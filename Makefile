@@ -27,7 +27,12 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m clients.protogen
 	touch $@
 
-install: $(STAMP) ## Make .venv and install the pinned requirements (every target depends on it)
+install: $(STAMP) haproxy ## Make .venv and install the pinned requirements (every target depends on it)
+
+# HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
+.PHONY: haproxy
+haproxy:
+	@command -v haproxy >/dev/null || (apt-get update && apt-get install -y haproxy)
 
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.
@@ -77,7 +82,7 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) lint ## Lint, then the whole test suite (unit + integration against real servers)
+test: $(STAMP) haproxy lint ## Lint, then the whole test suite (unit + integration against real servers)
 	$(PY) -m pytest -q tests
 
 test-unit: $(STAMP) ## Only the plain-module tests

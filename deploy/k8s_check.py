@@ -43,13 +43,7 @@ def overlays() -> list[str]:
 
 def render(overlay: str) -> Rendered:
     out = subprocess.run(
-        [
-            "kubectl",
-            "kustomize",
-            "--load-restrictor",
-            "LoadRestrictionsNone",
-            str(OVERLAYS / overlay),
-        ],
+        ["kubectl", "kustomize", str(OVERLAYS / overlay)],
         capture_output=True,
         text=True,
     )

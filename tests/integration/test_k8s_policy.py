@@ -15,8 +15,9 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = read_properties(ROOT / "config.properties")
 # What a pod needs beyond the repository's file (docs/kubernetes.md): Prometheus scrapes the
-# metrics listener from outside the pod, and each overlay says how many GPUs TorchServe has.
-POD_REWRITES = {"metrics_address": "http://0.0.0.0:8082"}
+# metrics listener from outside the pod, TorchServe checks no tokens behind the pod proxy, and each
+# overlay says how many GPUs TorchServe has.
+POD_REWRITES = {"metrics_address": "http://0.0.0.0:8082", "disable_token_authorization": "true"}
 GPUS = {"cpu": "0", "gpu": "1"}
 
 
@@ -94,10 +95,43 @@ def test_configmap_carries_the_repository_config_except_the_documented_rewrites(
     ]
     expected = CONFIG | POD_REWRITES | {"number_of_gpu": GPUS[overlay]}
     assert cm["data"] == expected
-    # The management API and gRPC management stay on loopback inside the pod.
+    # Without tokens, every TorchServe API but metrics stays on loopback inside the pod: the proxy
+    # is the only way in (docs/kubernetes.md, threat model).
+    assert cm["data"]["disable_token_authorization"] == "true"
+    assert cm["data"]["inference_address"].startswith("http://127.0.0.1:")
     assert cm["data"]["management_address"].startswith("http://127.0.0.1:")
+    assert cm["data"]["grpc_inference_address"] == "127.0.0.1"
     assert cm["data"]["grpc_management_address"] == "127.0.0.1"
-    assert cm["data"]["disable_token_authorization"] == "false"
+
+
+def test_kustomization_reads_an_identical_copy_of_config_properties():
+    copy = ROOT / "k8s/base/config/config.properties"
+    assert copy.read_bytes() == (ROOT / "config.properties").read_bytes(), (
+        "k8s/base/config/config.properties differs from config.properties: run `make k8s`"
+    )
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_clients_reach_only_the_pod_proxy_which_holds_the_client_tokens(rendered, overlay):
+    spec = pod(rendered, overlay)["spec"]
+    (proxy,) = [c for c in spec["containers"] if c.get("command", [])[:1] == ["proxy.sh"]]
+    assert (ROOT / "docker/proxy.sh").is_file() and (ROOT / "docker/haproxy.cfg").is_file()
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    secrets = {
+        volumes[m["name"]]["secret"]["secretName"]
+        for c in spec["containers"]
+        for m in c["volumeMounts"]
+        if "secret" in volumes[m["name"]]
+    }
+    assert secrets == {"torchserve-client-tokens"}, "only the proxy holds client tokens"
+    mounts = {m["mountPath"] for m in proxy["volumeMounts"]}
+    env = {e["name"]: e["value"] for e in proxy["env"]}
+    assert env["PROXY_TOKENS"].rsplit("/", 1)[0] in mounts
+    proxy_ports = {p["name"] for p in proxy["ports"]}
+    (inference,) = [
+        s for s in objects(rendered, overlay, "Service") if s["metadata"]["name"] == "torchserve"
+    ]
+    assert {p["targetPort"] for p in inference["spec"]["ports"]} == proxy_ports == {"http", "grpc"}
 
 
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
