@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy import k8s_crds
 from deploy.k8s_check import overlays, render, schema_errors
 from deploy.serving import read_properties
 
@@ -74,8 +75,9 @@ def test_gpu_overlay_keeps_capacity_during_rollouts_and_spreads_over_nodes_and_z
     (deployment,) = objects(rendered, "gpu", "Deployment")
     assert deployment["spec"]["replicas"] >= 2
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    (hpa,) = objects(rendered, "gpu", "HorizontalPodAutoscaler")
-    assert hpa["apiVersion"] == "autoscaling/v2" and hpa["spec"]["minReplicas"] >= 2
+    assert objects(rendered, "gpu", "HorizontalPodAutoscaler") == [], "KEDA owns the HPA"
+    (scaler,) = objects(rendered, "gpu", "ScaledObject")
+    assert scaler["spec"]["minReplicaCount"] >= 2
     keys = {
         c["topologyKey"]
         for c in deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
@@ -240,3 +242,34 @@ def test_pods_are_hardened_and_disruptions_are_bounded(rendered, overlay):
     (sa,) = objects(rendered, overlay, "ServiceAccount")
     assert spec["serviceAccountName"] == sa["metadata"]["name"]
     assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+
+
+def test_gpu_overlay_scales_the_deployment_on_torchserve_queue_time(rendered):
+    (deployment,) = objects(rendered, "gpu", "Deployment")
+    (scaler,) = objects(rendered, "gpu", "ScaledObject")
+    assert scaler["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    target = scaler["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    (trigger,) = scaler["spec"]["triggers"]
+    assert trigger["type"] == "prometheus" and trigger["metricType"] == "Value"
+    query = trigger["metadata"]["query"]
+    # Counters declared in metrics.yaml, i.e. exported by every pod.
+    declared = (ROOT / "metrics.yaml").read_text()
+    for metric in ("ts_queue_latency_microseconds", "ts_inference_requests_total"):
+        assert metric in query and f"name: {metric}" in declared
+    assert float(trigger["metadata"]["threshold"]) > 0
+    assert "cpu" not in query.lower()
+
+
+def test_custom_resources_are_validated_strictly_not_skipped(rendered):
+    (scaler,) = objects(rendered, "gpu", "ScaledObject")
+    assert k8s_crds.is_custom(scaler) and k8s_crds.errors(scaler) == []
+    typo = {**scaler, "spec": {**scaler["spec"], "minReplicas": 2}}
+    assert any("minReplicas" in e for e in k8s_crds.errors(typo))
+    wrong_type = {**scaler, "spec": {**scaler["spec"], "maxReplicaCount": "eight"}}
+    assert any("maxReplicaCount" in e for e in k8s_crds.errors(wrong_type))
+    (trigger,) = scaler["spec"]["triggers"]
+    bad = {**trigger, "metadata": {**trigger["metadata"], "threshold": "lots", "querry": "x"}}
+    bad_scaler = {**scaler, "spec": {**scaler["spec"], "triggers": [bad]}}
+    found = " ".join(k8s_crds.errors(bad_scaler))
+    assert "threshold" in found and "querry" in found
