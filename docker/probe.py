@@ -3,8 +3,9 @@
 
     probe.py live     /ping answers 200
     probe.py ready    ... and every model in load_models has a READY worker (management API)
-    probe.py live --inference http://127.0.0.1:8085 --token-file F
-                      /ping through the pod proxy with a client token (the proxy's own probe)
+    probe.py live --inference http://127.0.0.1:8085 --token-file F --require URL
+                      /ping through the pod proxy with a client token, and URL (HAProxy's
+                      /ready: its REST and gRPC paths to TorchServe are up) answers 200
 
 /ping answers 200 before any model has loaded, so readiness also asks the management API, on
 loopback, for each model's workers. In a pod TorchServe runs with token authorization off behind
@@ -93,6 +94,14 @@ def check_models(args: argparse.Namespace) -> str | None:
     return None
 
 
+def check_required(args: argparse.Namespace) -> str | None:
+    for url in args.require:
+        status, body = call(url, None, args.timeout)
+        if status != 200:
+            return f"{url} answered {status}: {body[:200]!r}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -110,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         "--token-file", type=Path, help="client token (first line) instead of the key file"
     )
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per HTTP call")
+    p.add_argument(
+        "--require", action="append", default=[], help="another URL that must answer 200"
+    )
     args = p.parse_args(argv)
     try:
-        problem = check_ping(args)
+        problem = check_ping(args) or check_required(args)
         if problem is None and args.check == "ready":
             problem = check_models(args)
     except (OSError, ValueError, KeyError) as e:  # no key file yet, server not listening, bad JSON

@@ -114,7 +114,11 @@ class Pod:
 
     def start_proxy(self) -> None:
         self.ports.update(
-            {k: free_port() for k in ("proxy_http", "proxy_grpc") if k not in self.ports}
+            {
+                k: free_port()
+                for k in ("proxy_http", "proxy_grpc", "proxy_health")
+                if k not in self.ports
+            }
         )
         self.token_file.parent.mkdir(parents=True, exist_ok=True)
         if not self.token_file.exists():
@@ -125,6 +129,7 @@ class Pod:
             "PROXY_LISTEN": "127.0.0.1",
             "PROXY_HTTP_PORT": str(self.ports["proxy_http"]),
             "PROXY_GRPC_PORT": str(self.ports["proxy_grpc"]),
+            "PROXY_HEALTH_PORT": str(self.ports["proxy_health"]),
             "TS_INFERENCE": f"127.0.0.1:{self.ports['inference']}",
             "TS_GRPC": f"127.0.0.1:{self.ports['grpc']}",
         }
@@ -144,9 +149,11 @@ class Pod:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
 
     def proxy_probe(self) -> subprocess.CompletedProcess:
-        """The proxy container's readiness probe: /ping through HAProxy with the client token."""
+        """The proxy container's readiness probe: /ping through HAProxy with the client token, and
+        HAProxy's own /ready (both its REST and gRPC paths to TorchServe are up)."""
         cmd = [sys.executable, str(DOCKER / "probe.py"), "live", "--inference", self.http]
         cmd += ["--token-file", str(self.token_file), "--workdir", str(self.work)]
+        cmd += ["--require", f"http://127.0.0.1:{self.ports['proxy_health']}/ready"]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
 
     def wait_ready(self, timeout: float = 180) -> None:
@@ -182,10 +189,11 @@ class Pod:
             self._reap(name, grace=90)
 
     def kill(self) -> None:
-        """SIGKILL to both process groups: a node lost, an OOM kill."""
-        for name in list(self.procs):
+        """SIGKILL to both containers' process groups at once: a node lost, the pod evicted."""
+        for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.procs[name].pid, signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)
+        for name in list(self.procs):
             self._reap(name, grace=10)
 
     def _reap(self, name: str, grace: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -273,3 +274,25 @@ def test_custom_resources_are_validated_strictly_not_skipped(rendered):
     bad_scaler = {**scaler, "spec": {**scaler["spec"], "triggers": [bad]}}
     found = " ".join(k8s_crds.errors(bad_scaler))
     assert "threshold" in found and "querry" in found
+
+
+def test_cpu_overlay_matches_its_walkthrough(rendered):
+    """docs/kubernetes.md's kind/minikube steps: side-loaded image, MinIO address, bucket, stage."""
+    doc = (ROOT / "docs/kubernetes.md").read_text()
+    spec = pod(rendered, "cpu")["spec"]
+    assert {c["imagePullPolicy"] for c in containers(spec)} == {"IfNotPresent"}
+    assert "kind load docker-image" in doc
+    (source,) = [
+        o
+        for o in objects(rendered, "cpu", "ConfigMap")
+        if o["metadata"]["name"].startswith("model-source")
+    ]
+    data = source["data"]
+    assert data["AWS_ENDPOINT_URL"] in doc
+    assert f"BUCKET={data['MODEL_BUCKET']}" in doc and f"`{data['MODEL_BUCKET']}`" in doc
+    promoted = set(re.findall(r"deploy promote \S+ <VERSION> --stage (\S+)", doc))
+    assert promoted == {data["MODEL_STAGE"]}
+    # The walkthrough's request carries a Content-Type (TorchServe answers 415 without one).
+    curl = next(b for b in doc.split("curl ")[1:] if "/predictions/" in b[:300])
+    assert "Content-Type: application/json" in curl.split("-d ")[0]
+    assert "--load-restrictor" not in doc and "kubectl apply -k k8s/overlays/gpu" in doc
