@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rehearsal.balancer import Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
+from rehearsal.queueing import load_steps
 
 TOKEN = "rehearsal-client-token"
 
@@ -52,11 +53,14 @@ def tiny_archives(work: Path, frequency: bool) -> dict[str, Path]:
     return out
 
 
-def start_locust(lb: Balancer, log: Path, users: int, work: Path) -> subprocess.Popen:
+def start_locust(
+    lb: Balancer, log: Path, users: int, work: Path, pacing_s: float, run_time_s: float = 1800
+) -> subprocess.Popen:
     env = os.environ | {
         "REHEARSAL_LOG": str(log),
         "REHEARSAL_TOKEN": TOKEN,
         "REHEARSAL_GRPC": lb.grpc,
+        "REHEARSAL_PACING_S": str(pacing_s),
     }
     cmd = [
         str(Path(sys.executable).with_name("locust")),
@@ -64,7 +68,7 @@ def start_locust(lb: Balancer, log: Path, users: int, work: Path) -> subprocess.
         str(ROOT / "rehearsal/locustfile.py"),
     ]
     cmd += ["--headless", "--only-summary", "-u", str(users), "-r", str(users)]
-    cmd += ["--host", lb.http, "--run-time", "30m", "--stop-timeout", "10"]
+    cmd += ["--host", lb.http, "--run-time", f"{int(run_time_s)}s", "--stop-timeout", "10"]
     with open(work / "locust.log", "ab") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -191,6 +195,20 @@ def report(result: dict, out: Path) -> None:
         f"| no event | | {result['steady']['requests']} | {result['steady']['lost']} | | |",
         "",
     ]
+    if result["queueing"]:
+        lines += [
+            "Queue time against latency (users sending back to back through the balancer; mean "
+            "queue wait from TorchServe's counters, as the KEDA query computes it):",
+            "",
+            "| users | requests/s | p50 ms | p95 ms | mean queue wait ms | failed |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {q['users']} | {q['rps']} | {q['p50_ms']} | {q['p95_ms']} | "
+            f"{q['mean_queue_ms']} | {q['failed']} |"
+            for q in result["queueing"]
+        ]
+        lines.append("")
     if "frequency_streams" in result:
         lines += [f"Frequency streams through the balancer: `{result['frequency_streams']}`", ""]
     lines += ["Verdict: " + ("PASS" if not result["problems"] else "FAIL")]
@@ -212,6 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also serve frequency and send stateless streams (rehearsal/streams.py)",
     )
+    p.add_argument(
+        "--queueing-steps",
+        type=lambda v: [int(u) for u in v.split(",") if u],
+        default=[1, 4, 16, 48],
+        help="users per step, back to back, for the queue-time figures ('' to skip)",
+    )
+    p.add_argument("--step-s", type=float, default=15.0, help="seconds per queueing step")
     args = p.parse_args(argv)
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
@@ -227,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             pod.start()
         lb = Balancer(args.work / "lb", pods, TOKEN).start()
         log = args.work / "requests.jsonl"
-        os.environ["REHEARSAL_PACING_S"] = str(args.pacing_s)
-        locust = start_locust(lb, log, args.users, args.work)
+        locust = start_locust(lb, log, args.users, args.work, args.pacing_s)
         time.sleep(8)
         print("rehearse: rolling restart", flush=True)
         events = rolling_restart(pods, lb, args.pre_stop_s)
@@ -244,6 +268,18 @@ def main(argv: list[str] | None = None) -> int:
         locust.send_signal(signal.SIGTERM)
         locust.wait(timeout=60)
         result = analyse(log, events)
+        steps = []
+        if args.queueing_steps:
+            print(f"rehearse: queueing steps {args.queueing_steps}", flush=True)
+            steps = load_steps(
+                pods,
+                lambda users, pacing, log, run_s: start_locust(
+                    lb, log, users, args.work, pacing, run_s
+                ),
+                args.work,
+                args.queueing_steps,
+                args.step_s,
+            )
         result |= {
             "users": args.users,
             "pacing_s": args.pacing_s,
@@ -252,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if streams is not None:
             result["frequency_streams"] = streams
+        result["queueing"] = steps
         result["problems"] = verdict(result)
     finally:
         if locust is not None and locust.poll() is None:
