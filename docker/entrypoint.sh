@@ -22,7 +22,7 @@ else
 fi
 # Token authorization may be off only behind the pod proxy, i.e. with TorchServe's inference and
 # management APIs on loopback (docs/kubernetes.md, threat model): refuse any other combination.
-if grep -qx 'disable_token_authorization=true' config.properties; then
+if grep -qix 'disable_token_authorization=true' config.properties; then
     for key in inference_address management_address grpc_inference_address grpc_management_address; do
         value=$(sed -n "s/^$key=//p" config.properties)
         case "$value" in

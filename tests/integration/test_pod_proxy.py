@@ -9,9 +9,12 @@ client would see, and that nothing an attacker sent reached TorchServe as a requ
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -23,6 +26,7 @@ from rehearsal.pod import Pod, pod_config
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN, OLD_TOKEN = "client-token-for-tests", "old-token-still-valid"
 IDLE_S, REQUEST_S, SERVER_S = 3, 2, 6
 MAX_INFLIGHT, MAX_QUEUE = 3, 2
@@ -137,6 +141,27 @@ def test_a_token_rotation_reaches_the_proxy_without_a_restart(pod):
         while requests.get(f"{pod.http}/ping", headers=auth(OLD_TOKEN)).status_code != 200:
             assert time.monotonic() < deadline, "the restored tokens were not reloaded"
             time.sleep(0.3)
+
+
+def test_an_emptied_secret_keeps_the_last_good_tokens(pod):
+    pod.token_file.write_text("\n")
+    try:
+        time.sleep(2.5)  # two polls: the proxy has read the empty file and kept what it had
+        assert requests.get(f"{pod.http}/ping", headers=auth()).status_code == 200
+        assert "no client token" in (pod.root / "proxy.log").read_text()
+    finally:
+        pod.token_file.write_text(f"{OLD_TOKEN}\n{TOKEN}\n")
+
+
+def test_the_proxy_refuses_to_start_without_a_token(tmp_path):
+    empty = tmp_path / "tokens"
+    empty.write_text("")
+    env = os.environ | {"PROXY_TOKENS": str(empty), "PROXY_RUN_DIR": str(tmp_path / "run")}
+    env |= {"MAX_REQUEST_SIZE": "1024", "PROXY_LISTEN": "127.0.0.1"}
+    out = subprocess.run(
+        [str(ROOT / "docker/proxy.sh")], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 1 and "no client token" in out.stderr
 
 
 # --- authentication ----------------------------------------------------------------------------
