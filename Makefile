@@ -102,10 +102,10 @@ lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --frequency-streams once streams are stateless.
+# REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --no-frequency-streams skips the stream check.
 REHEARSE_ARGS ?=
 .PHONY: rehearse
-rehearse: $(STAMP) haproxy ## Two replicas behind HAProxy under Locust: rolling restart, kill → reports/rehearsal.{md,json}
+rehearse: $(STAMP) haproxy ## Two replicas behind HAProxy under Locust: rolling restart, kill, frequency streams → reports/rehearsal.{md,json}
 	$(PY) -m rehearsal $(REHEARSE_ARGS)
 
 .PHONY: reliability  # a folder of that name exists: never 'up to date'

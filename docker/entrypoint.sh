@@ -34,6 +34,15 @@ if grep -qix 'disable_token_authorization=true' config.properties; then
         esac
     done
 fi
+# The frequency stream signing key (the Secret torchserve-frequency-state-key, docs/kubernetes.md):
+# without a usable one every worker would fail to load the model, one by one, until the startup
+# probe gives up; say why once, before TorchServe starts.
+if [ -n "${FREQUENCY_STATE_HMAC_FILE:-}" ]; then
+    if ! [ -r "$FREQUENCY_STATE_HMAC_FILE" ] || [ "$(tr -d '[:space:]' < "$FREQUENCY_STATE_HMAC_FILE" | wc -c)" -lt 16 ]; then
+        echo "entrypoint: FREQUENCY_STATE_HMAC_FILE=$FREQUENCY_STATE_HMAC_FILE is missing, unreadable or under 16 bytes: create the Secret torchserve-frequency-state-key (docs/kubernetes.md)" >&2
+        exit 78
+    fi
+fi
 # config.properties names metrics.yaml and model_store relative to the working directory.
 cp "$APP/metrics.yaml" metrics.yaml
 mkdir -p model_store

@@ -1,6 +1,6 @@
 """`make rehearse`: what a Service does to two replicas, with real parts on loopback.
 
-    python -m rehearsal [--users 6] [--pre-stop-s 3] [--out reports] [--frequency-streams]
+    python -m rehearsal [--users 6] [--pre-stop-s 3] [--out reports] [--no-frequency-streams]
 
 Two replicas, each TorchServe (docker/entrypoint.sh) + the pod proxy (docker/proxy.sh, HAProxy),
 ready when docker/probe.py says so; an HAProxy load balancer in front (rehearsal/balancer.cfg);
@@ -8,8 +8,11 @@ Locust (rehearsal/locustfile.py) sending REST and gRPC predictions through it al
 1. rolling restart: each replica in turn leaves the rotation, sleeps its preStop, gets SIGTERM,
    starts again and rejoins when ready, while the other serves; expected loss: zero;
 2. kill: one replica's processes get SIGKILL; expected loss: at most what was in flight on it.
+Throughout both, frequency streams (rehearsal/streams.py) carry their state from chunk to chunk
+through the balancer, landing on either replica; chunked must equal whole, and a rolling restart
+must cost no chunk. Both replicas mount the same state-signing key, as the pods mount one Secret.
 It writes reports/rehearsal.{md,json} and exits 1 when an expectation fails.
-Models: the tiny sentiment model the tests use (training TINY config), so it runs in minutes.
+Models: the tiny sentiment and frequency models the tests use, so it runs in minutes.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -27,6 +31,8 @@ from pathlib import Path
 from rehearsal.balancer import Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
 from rehearsal.queueing import load_steps
+from rehearsal.streams import StreamDriver, summarise
+from rehearsal.streams import problems as stream_problems
 
 TOKEN = "rehearsal-client-token"
 
@@ -51,6 +57,19 @@ def tiny_archives(work: Path, frequency: bool) -> dict[str, Path]:
             "frequency", work / "frequency-artifacts", work / "store", build_dir=work / "build"
         )
     return out
+
+
+def frequency_spec():
+    """The signal the tiny frequency model serves (frequencies, sample rate)."""
+    from training.frequency.config import CONFIGS
+
+    return CONFIGS["tiny"].signal
+
+
+def access_log_count(pod: Pod, path: str) -> int:
+    """Requests for `path` in a replica's TorchServe access log (all its lives: logs persist)."""
+    log = pod.work / "logs" / "access_log.log"
+    return sum(f"POST {path} " in line for line in log.read_text().splitlines())
 
 
 def start_locust(
@@ -162,9 +181,8 @@ def verdict(result: dict) -> list[str]:
         problems.append(f"{result['steady']['lost']} requests lost outside any event")
     if len(result["answered_by"]) < 2:
         problems.append(f"not every replica answered: {result['answered_by']}")
-    streams = result.get("frequency_streams")
-    if streams is not None and (streams["failed"] or not streams["streams_on_both"]):
-        problems.append(f"frequency streams: {streams}")
+    if result.get("frequency_streams") is not None:
+        problems += stream_problems(result["frequency_streams"])
     return problems
 
 
@@ -209,11 +227,43 @@ def report(result: dict, out: Path) -> None:
             for q in result["queueing"]
         ]
         lines.append("")
-    if "frequency_streams" in result:
-        lines += [f"Frequency streams through the balancer: `{result['frequency_streams']}`", ""]
+    if result.get("frequency_streams") is not None:
+        lines += stream_report(result["frequency_streams"])
     lines += ["Verdict: " + ("PASS" if not result["problems"] else "FAIL")]
     lines += [f"- {p}" for p in result["problems"]]
     (out / "rehearsal.md").write_text("\n".join(lines) + "\n")
+
+
+def stream_report(s: dict) -> list[str]:
+    replicas = ", ".join(f"{k}: {v}" for k, v in s["chunks_by_replica"].items())
+    diff = "n/a" if s["max_diff"] is None else f"{s['max_diff']:.2e}"
+    lines = [
+        f"Frequency streams through the balancer during the events: {s['completed']} of "
+        f"{s['streams']} streams completed (JSON {s['by_body']['json']}, float32 "
+        f"{s['by_body']['float32']}), {s['chunks']} chunks answered by replica {replicas}; "
+        f"{s['streams_on_both']} streams had chunks on both replicas. Chunked vs whole: max "
+        f"|diff| = {diff} (limit 1e-5). Chunk attempts that failed and were resent "
+        f"with the same state: {s['failed_attempts']}.",
+        "",
+        "| event | streams open across it | of which on both replicas | failed chunk attempts (resent) |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {e['event']} | {e['streams_open']} | {e['on_both']} | {e['failed_attempts']} |"
+        for e in s["events"]
+    ]
+    if s["access_logs"] is not None:
+        header = ", ".join(f"{k}: {v}" for k, v in s["answered_by_header"].items())
+        logs = ", ".join(f"{k}: {v}" for k, v in s["access_logs"].items())
+        lines += [
+            "",
+            f"Cross-check, every frequency request answered (chunks and whole-signal references): "
+            f"by the balancer's X-Replica header {header}; by the replicas' TorchServe access "
+            f"logs {logs}.",
+        ]
+    if s["errors"]:
+        lines += ["", "Failed attempts: " + "; ".join(s["errors"])]
+    return lines + [""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=ROOT / "build" / "rehearse")
     p.add_argument(
         "--frequency-streams",
-        action="store_true",
-        help="also serve frequency and send stateless streams (rehearsal/streams.py)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve frequency and send stateless streams during the events (default: on)",
     )
     p.add_argument(
         "--queueing-steps",
@@ -243,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     print("rehearse: training and archiving the tiny models", flush=True)
     archives = tiny_archives(args.work, args.frequency_streams)
     config = pod_config("cpu")
-    pods = {n: Pod(args.work / n, archives, [TOKEN], config) for n in ("a", "b")}
-    lb = locust = None
+    # One Secret, torchserve-frequency-state-key, mounted by every pod.
+    key = secrets.token_urlsafe(32)
+    pods = {n: Pod(args.work / n, archives, [TOKEN], config, state_key=key) for n in ("a", "b")}
+    lb = locust = driver = None
     began = time.time()
     try:
         for name, pod in pods.items():
@@ -253,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         lb = Balancer(args.work / "lb", pods, TOKEN).start()
         log = args.work / "requests.jsonl"
         locust = start_locust(lb, log, args.users, args.work, args.pacing_s)
+        if args.frequency_streams:
+            spec = frequency_spec()
+            driver = StreamDriver(lb.http, TOKEN, spec.frequencies, spec.sample_rate).start()
         time.sleep(8)
         print("rehearse: rolling restart", flush=True)
         events = rolling_restart(pods, lb, args.pre_stop_s)
@@ -261,10 +317,12 @@ def main(argv: list[str] | None = None) -> int:
         events.append(kill(pods["a"], "a", lb))
         time.sleep(5)
         streams = None
-        if args.frequency_streams:
-            from rehearsal.streams import frequency_streams
-
-            streams = frequency_streams(lb.http, TOKEN)
+        if driver is not None:
+            driver.stop()
+            with open(args.work / "streams.jsonl", "w") as out:
+                out.writelines(json.dumps(a) + "\n" for a in driver.attempts)
+            logs = {n: access_log_count(pod, "/predictions/frequency") for n, pod in pods.items()}
+            streams = summarise(driver.attempts, driver.streams, events, logs)
         locust.send_signal(signal.SIGTERM)
         locust.wait(timeout=60)
         result = analyse(log, events)
@@ -291,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         result["queueing"] = steps
         result["problems"] = verdict(result)
     finally:
+        if driver is not None:
+            driver.stop()
         if locust is not None and locust.poll() is None:
             locust.kill()
         if lb is not None:

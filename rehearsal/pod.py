@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -18,6 +19,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from handlers.frequency.state import KEY_FILE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -51,6 +54,9 @@ class Pod:
     """The ConfigMap's data (pod_config()); ports and load_models are set here."""
     proxy_env: dict[str, str] = field(default_factory=dict)
     """PROXY_* overrides (docker/haproxy.cfg names them), e.g. short timeouts for tests."""
+    state_key: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    """The Secret torchserve-frequency-state-key: replicas of one Service get the same (each its
+    own copy of the file, as each pod mounts it), or a stream's chunks fail on the other one."""
     ports: dict[str, int] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -77,6 +83,10 @@ class Pod:
     @property
     def token_file(self) -> Path:
         return self.root / "secret" / "tokens"
+
+    @property
+    def state_key_file(self) -> Path:
+        return self.root / "secret" / "frequency-state-key"
 
     def _env(self) -> dict[str, str]:
         return os.environ | {
@@ -110,7 +120,10 @@ class Pod:
         (self.root / "tmp").mkdir(exist_ok=True)
         for name, mar in self.archives.items():
             shutil.copy2(mar, store / f"{name}.mar")
-        self._spawn("torchserve", [str(DOCKER / "entrypoint.sh")], self._env())
+        self.state_key_file.parent.mkdir(parents=True, exist_ok=True)
+        self.state_key_file.write_text(self.state_key + "\n")
+        env = self._env() | {KEY_FILE_ENV: str(self.state_key_file)}
+        self._spawn("torchserve", [str(DOCKER / "entrypoint.sh")], env)
 
     def start_proxy(self) -> None:
         self.ports.update(

@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from deploy.k8s_check import render
+from handlers.frequency.state import KEY_FILE_ENV
 from tests.support.torchserve import free_port
 
 pytestmark = pytest.mark.integration
@@ -152,6 +153,29 @@ def test_entrypoint_refuses_tokens_off_on_an_address_outside_the_pod(tmp_path):
         [str(ROOT / "docker/entrypoint.sh")], env=env, capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 78 and "inference_address=http://0.0.0.0:1" in out.stderr
+
+
+@pytest.mark.parametrize("key", [None, "", "too-short\n"], ids=["missing", "empty", "short"])
+def test_entrypoint_refuses_to_start_without_a_usable_stream_state_key(tmp_path, key):
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "inference_address").write_text("http://127.0.0.1:1")
+    key_file = tmp_path / "secret" / "key"
+    if key is not None:
+        key_file.parent.mkdir()
+        key_file.write_text(key)
+    env = os.environ | {
+        "TS_WORKDIR": str(tmp_path / "work"),
+        "TS_CONFIG_DIR": str(config_dir),
+        "TS_APP_DIR": str(ROOT),
+        "TMPDIR": str(tmp_path / "tmp"),
+        KEY_FILE_ENV: str(key_file),
+    }
+    out = subprocess.run(
+        [str(ROOT / "docker/entrypoint.sh")], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 78, out.stderr
+    assert "torchserve-frequency-state-key" in out.stderr and str(key_file) in out.stderr
 
 
 def test_sigterm_to_the_entrypoint_stops_the_java_server(pod):

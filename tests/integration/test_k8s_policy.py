@@ -11,6 +11,7 @@ import pytest
 from deploy import k8s_crds
 from deploy.k8s_check import overlays, render, schema_errors
 from deploy.serving import read_properties
+from handlers.frequency.state import KEY_FILE_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +40,16 @@ def pod(rendered, overlay: str) -> dict:
 
 def containers(spec: dict, init: bool = True) -> list[dict]:
     return spec["containers"] + (spec.get("initContainers", []) if init else [])
+
+
+def secrets_mounted(spec: dict, container: dict) -> dict[str, dict]:
+    """{secretName: volumeMount} for the Secrets a container mounts."""
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    return {
+        volumes[m["name"]]["secret"]["secretName"]: m
+        for m in container.get("volumeMounts", [])
+        if "secret" in volumes[m["name"]]
+    }
 
 
 def port_of(url: str) -> int:
@@ -119,14 +130,12 @@ def test_clients_reach_only_the_pod_proxy_which_holds_the_client_tokens(rendered
     spec = pod(rendered, overlay)["spec"]
     (proxy,) = [c for c in spec["containers"] if c.get("command", [])[:1] == ["proxy.sh"]]
     assert (ROOT / "docker/proxy.sh").is_file() and (ROOT / "docker/haproxy.cfg").is_file()
-    volumes = {v["name"]: v for v in spec["volumes"]}
-    secrets = {
-        volumes[m["name"]]["secret"]["secretName"]
-        for c in spec["containers"]
-        for m in c["volumeMounts"]
-        if "secret" in volumes[m["name"]]
+    holders = {
+        c["name"]
+        for c in containers(spec)
+        if "torchserve-client-tokens" in secrets_mounted(spec, c)
     }
-    assert secrets == {"torchserve-client-tokens"}, "only the proxy holds client tokens"
+    assert holders == {proxy["name"]}, "only the proxy holds client tokens"
     mounts = {m["mountPath"] for m in proxy["volumeMounts"]}
     env = {e["name"]: e["value"] for e in proxy["env"]}
     assert env["PROXY_TOKENS"].rsplit("/", 1)[0] in mounts
@@ -135,6 +144,30 @@ def test_clients_reach_only_the_pod_proxy_which_holds_the_client_tokens(rendered
         s for s in objects(rendered, overlay, "Service") if s["metadata"]["name"] == "torchserve"
     ]
     assert {p["targetPort"] for p in inference["spec"]["ports"]} == proxy_ports == {"http", "grpc"}
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_every_replica_signs_stream_states_with_the_key_from_one_secret(rendered, overlay):
+    """A stream's next chunk may land on any pod: all must read the same signing key, from a
+    Secret that is required (a missing one must stop the pod, not give it a key of its own)."""
+    spec = pod(rendered, overlay)["spec"]
+    (ts,) = [c for c in spec["containers"] if c["name"] == "torchserve"]
+    path = {e["name"]: e.get("value") for e in ts["env"]}[KEY_FILE_ENV]
+    mount = secrets_mounted(spec, ts)["torchserve-frequency-state-key"]
+    # subPath: fixed for the container's life, so a restarted worker keeps its siblings' key.
+    assert mount["mountPath"] == path and mount["subPath"] and mount["readOnly"] is True
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    assert not volume["secret"].get("optional", False)
+    assert all(
+        "torchserve-frequency-state-key" not in secrets_mounted(spec, c)
+        for c in containers(spec)
+        if c is not ts
+    ), "only TorchServe's workers sign states"
+    # config.properties' blacklist_env_vars keeps matching variables from the workers.
+    blacklist = re.compile(CONFIG.get("blacklist_env_vars", "(?!)"))
+    assert not blacklist.search(KEY_FILE_ENV)
+    doc = (ROOT / "docs/kubernetes.md").read_text()
+    assert "create secret generic torchserve-frequency-state-key" in doc
 
 
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])

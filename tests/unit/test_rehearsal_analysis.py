@@ -3,6 +3,8 @@
 import json
 
 from rehearsal.__main__ import analyse, verdict
+from rehearsal.streams import problems as stream_problems
+from rehearsal.streams import summarise
 
 
 def entry(start, end, ok=True, replica="a", kind="POST"):
@@ -49,3 +51,54 @@ def test_a_kill_may_lose_what_was_in_flight_but_nothing_sent_after_it(tmp_path):
     sent_after = entry(50.8, 50.9, ok=False, replica=None)
     _, problems = run(tmp_path, base + [in_flight, sent_after], [dict(kill)])
     assert len(problems) == 1 and "kill a" in problems[0]
+
+
+def attempt(t, replica="a", ok=True, chunk=0, stream=0):
+    error = None if ok else "ConnectionError: connection refused"
+    return {"stream": stream, "chunk": chunk, "start": t, "end": t + 0.05, "replica": replica} | {
+        "status": 200 if ok else None,
+        "ok": ok,
+        "error": error,
+    }
+
+
+def streams_run(extra_attempts=(), max_diff=2e-7, replicas=("a", "b")):
+    attempts = [attempt(t, replica="ab"[t % 2], chunk=t % 8, stream=t // 8) for t in range(40)]
+    attempts += list(extra_attempts)
+    streams = [
+        {"stream": n, "body": ("json", "float32")[n % 2], "start": 8 * n, "end": 8 * n + 7.5}
+        | {"error": None, "max_diff": max_diff, "rms": 0.4, "replicas": list(replicas) * 4}
+        for n in range(5)
+    ]
+    events = [
+        {"event": "rolling restart of a", "start": 10, "end": 20},
+        {"event": "kill a", "start": 30, "end": 31},
+    ]
+    summary = summarise(attempts, streams, events)
+    return summary, stream_problems(summary)
+
+
+def test_streams_equal_to_whole_on_both_replicas_pass_and_are_counted_per_replica():
+    summary, problems = streams_run()
+    assert problems == []
+    assert summary["chunks_by_replica"] == {"a": 20, "b": 20} and summary["streams_on_both"] == 5
+    assert [e["streams_open"] for e in summary["events"]] == [2, 1]
+
+
+def test_chunked_differing_from_whole_fails_the_rehearsal():
+    _, problems = streams_run(max_diff=3e-5)
+    assert len(problems) == 1 and "chunked != whole" in problems[0]
+
+
+def test_chunks_all_on_one_replica_fail_the_rehearsal():
+    summary, problems = streams_run(replicas=("a",))
+    assert any("both replicas" in p for p in problems)
+
+
+def test_a_resent_chunk_is_allowed_in_a_kill_but_not_in_a_rolling_restart():
+    _, problems = streams_run([attempt(30.5, replica=None, ok=False)])
+    assert problems == []
+    _, problems = streams_run([attempt(15.0, replica=None, ok=False)])
+    assert len(problems) == 1 and "rolling restart of a" in problems[0]
+    _, problems = streams_run([attempt(38.0, replica=None, ok=False)])
+    assert len(problems) == 1 and "outside events" in problems[0]
