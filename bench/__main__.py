@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.inprocess import in_process_throughput, serving_shape
+from bench.inprocess import handler_throughput, in_process_throughput, serving_shape
 from bench.report import markdown_table
 from bench.served import served_load
 from loadtests.payloads import Payloads, PayloadSettings
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         for w in worker_counts
     ]
     steps = tqdm(total=2 * len(todo) + len(rows) * len(levels), desc="bench", unit="step")
-    in_process = {}
+    in_process, handler_rps = {}, {}
     for model, runtime, art in todo:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
@@ -149,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         steps.set_postfix_str(f"in-process {name}")
         payloads = bench_payloads(model, args.requests, args.signal_samples)
         in_process[name] = in_process_throughput(model, art, runtime, payloads, args.min_seconds)
+        if model == "frequency":
+            for body in args.bodies:
+                handler_rps[(name, body)] = handler_throughput(
+                    art, runtime, payloads, body, args.min_seconds
+                )
         steps.update()
     for model, runtime, _, body, w in rows:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
@@ -161,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 "body": body,
                 "workers": workers,
                 "in_process": in_process[name],
+                "handler_in_process": handler_rps.get((name, body)),
                 "served": [],
             }
         )

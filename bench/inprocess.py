@@ -108,3 +108,54 @@ def in_process_throughput(
         "seconds": elapsed,
         "rps": done / elapsed,
     }
+
+
+def handler_throughput(
+    artifacts: Path, runtime: str, payloads: list[dict], body: str, min_seconds: float = 3.0
+) -> dict:
+    """Frequency only: requests per second of the handler's whole path in this process, from the
+    wire bytes a worker receives to the answer bytes it returns (JSON parsing as TorchServe's
+    worker does it, decoding, windows, runtime, std band, stitching, encoding): what a served
+    request costs inside the worker, without the frontend, the network or the load generator."""
+    from bench.served import float32_request
+    from handlers.frequency.codec import decode_request
+    from handlers.frequency.predict import FrequencyPredictor
+
+    shape, handler = serving_shape("frequency")
+    predictor = FrequencyPredictor.from_dir(
+        artifacts, handler | {"runtime": runtime}, state_key=b"bench-only-state-key"
+    )
+    if body == "float32":
+        rows = []
+        for p in payloads:
+            raw, headers = float32_request(p)
+            rows.append(
+                ({"body": raw}, {"body": {"content-type": headers["Content-Type"]}} | headers)
+            )
+    else:
+        rows = [
+            ({"body": json.dumps(p).encode()}, {"body": {"content-type": "application/json"}})
+            for p in payloads
+        ]
+
+    def run(batch) -> None:
+        parsed = []
+        for row, headers in batch:
+            if body == "json":  # TorchServe's worker parses application/json bodies itself
+                row = {"body": json.loads(row["body"])}
+            parsed.append(decode_request(row, headers, predictor.settings))
+        for answer in predictor.predict(parsed):
+            predictor.reply(answer)
+
+    batches = [rows[i : i + shape.batch_size] for i in range(0, len(rows), shape.batch_size)]
+    for b in batches:
+        run(b)
+    done, start = 0, time.perf_counter()
+    while True:
+        for b in batches:
+            run(b)
+            done += len(b)
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            break
+    return {"body": body, "requests": done, "seconds": elapsed, "rps": done / elapsed}

@@ -27,6 +27,28 @@ def markdown_table(report: dict) -> str:
                 f"| {s['concurrency']} | {s['rps']:.1f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {s['p99_ms']:.1f} "
                 f"| {s['errors']} | {ratio:.2f} |"
             )
+    handler_rows = [r for r in report["results"] if r.get("handler_in_process")]
+    if handler_rows:
+        lines += [
+            "",
+            "The handler's whole path in process (wire bytes in, answer bytes out: decoding, windows,",
+            "runtime, std band, stitching, encoding), against the bare model:",
+            "",
+            "| model | runtime | body | bare model req/s | handler in-process req/s | handler / bare |",
+            "|---|---|---|---:|---:|---:|",
+        ]
+        seen = set()
+        for r in handler_rows:
+            key = (r["model"], r["runtime"], r.get("body"))
+            if key in seen:
+                continue
+            seen.add(key)
+            bare, h = r["in_process"], r["handler_in_process"]
+            bare_rps = bare.get("rps_before_serving", bare["rps"])
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {r.get('body', 'json')} | {bare_rps:.1f} "
+                f"| {h['rps']:.1f} | {h['rps'] / bare_rps:.2f} |"
+            )
     lines += stage_table(report)
     lines += [
         "",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.settings import FrequencySettings
@@ -46,6 +47,10 @@ class StdBand:
 
     def __init__(self, head: MLPHead, masks: tuple[np.ndarray, ...]):
         self.head, self.masks = head, masks
+        # One BLAS thread for this matmul: the runtime's own threads already hold the cores, and
+        # OpenBLAS threads spin-waiting beside them made the handler slower (measured on 2 shared
+        # cores: handler / bare model 0.89-0.94 with one thread, 0.72-0.85 with two).
+        self._blas = ThreadpoolController()
         self.linear = (
             len(head.weights) == 1
             and head.weights[0].shape[0] == 1
@@ -62,7 +67,8 @@ class StdBand:
             from handlers.uncertainty import regress_with_uncertainty
 
             return regress_with_uncertainty(features, self.head, self.masks)[1][..., 0]
-        dev = features.reshape(-1, features.shape[-1]) @ self.project  # (rows, S)
+        with self._blas.limit(limits=1, user_api="blas"):
+            dev = features.reshape(-1, features.shape[-1]) @ self.project  # (rows, S)
         var = np.einsum("ij,ij->i", dev, dev) / self.samples
         return np.sqrt(var, out=var).reshape(features.shape[:-1]).astype(np.float32, copy=False)
 
