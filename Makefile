@@ -76,7 +76,7 @@ metrics: ## Show the custom handler metrics of the local TorchServe (docs/observ
 		|| echo "no handler metrics yet: TorchServe creates them at a model's first request"
 
 stop: ## Stop TorchServe
-	-$(VENV)/bin/torchserve --stop
+	-$(VENV)/bin/torchserve --stop --foreground  # waits until the server has exited
 
 # Load test and benchmark (docs/clients.md). LOADTEST_ARGS e.g. "--shape spike --slo-p95-ms 1500".
 LOADTEST_ARGS ?=

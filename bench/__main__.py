@@ -4,6 +4,7 @@ p50/p95/p99 latency through TorchServe at a few concurrencies, with the same req
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4
+    python -m bench --models sentiment --runtimes onnx      # lists are comma-separated
 
 Archives are built here as <model>_ts / <model>_onnx (deploy.archive --runtime --name) and served
 together by one TorchServe from build/bench/. In-process runs before the server starts, so the
@@ -31,6 +32,7 @@ from loadtests.payloads import Payloads, PayloadSettings
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx"}
 RUNTIME_FILE = {"torchscript": "model.pt", "onnx": "model.onnx"}
+MODELS = ("sentiment", "frequency")
 
 
 def bench_payloads(model: str, n: int) -> list[dict]:
@@ -48,9 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--artifacts", type=Path, default=ROOT / "artifacts", help="holds <model>/manifest.json"
     )
-    p.add_argument("--models", nargs="+", default=["sentiment", "frequency"])
+    # Lists are comma-separated, like --concurrency here and --models in the load test.
+    p.add_argument("--models", default="sentiment,frequency", help="comma-separated models")
     p.add_argument(
-        "--runtimes", nargs="+", default=["torchscript", "onnx"], choices=sorted(RUNTIME_SUFFIX)
+        "--runtimes", default="torchscript,onnx", help="comma-separated: torchscript, onnx"
     )
     p.add_argument("--concurrency", default="1,4,8", help="comma-separated concurrent callers")
     p.add_argument(
@@ -60,7 +63,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--protocol", choices=("rest", "grpc"), default="rest")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.models = _comma_list(args.models)
+    args.runtimes = _comma_list(args.runtimes)
+    for model in args.models:
+        if model not in MODELS:
+            p.error(f"unknown model {model!r} in --models (known: {', '.join(MODELS)})")
+    for runtime in args.runtimes:
+        if runtime not in RUNTIME_SUFFIX:
+            p.error(f"unknown runtime {runtime!r} in --runtimes (known: torchscript, onnx)")
+    return args
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
@@ -87,7 +103,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    levels = [int(c) for c in _comma_list(args.concurrency)]
     todo = plan(args)
     if not todo:
         return 1

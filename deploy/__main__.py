@@ -123,7 +123,11 @@ def run(args: argparse.Namespace) -> str:
         args.model, args.dest, layout, args.version, args.stage, args.name, settings, progress
     )
     m = got.manifest
-    return f"pulled {m['model']} {m['version']} (sha256 {m['sha256']} verified) to {got.path}"
+    served = m.get("training_version") or m["version"]
+    return (
+        f"pulled {m['model']} {m['version']} (sha256 {m['sha256']} verified) to {got.path}; "
+        f"answers report model.version {served}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
