@@ -45,6 +45,9 @@ def test_torchserve_start_as_written_serves_both_models_and_stop_stops_it(shell,
         "curl -s -o /dev/null -w '%{http_code}' -d x http://127.0.0.1:8080/predictions/sentiment"
     )
     assert status.strip() == "400"  # TorchServe 0.12: InvalidKeyException
+    # A missing key file is named, with where it was looked for.
+    out = shell.run("python -m clients health --key-file nowhere/key_file.json 2>&1 || true")
+    assert "nowhere/key_file.json does not exist" in out, out
     # `torchserve --stop` stops it, typed from any folder.
     shell.run("cd ~ && torchserve --stop && cd - >/dev/null", "torchserve --stop")
     shell.run(PORT_CLOSED, "TorchServe stopped listening", 60)
