@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -80,8 +81,11 @@ class Shell:
         self.log_path = self.scratch / "session.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the session
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TS_"))}
-        for name in ("VIRTUAL_ENV", "PYTHONPATH", "MODEL_BUCKET", "MODEL_PREFIX"):
+        # Not the caller's venv, import path, bucket or make (`make test` exports MAKEFLAGS).
+        for name in ("VIRTUAL_ENV", "PYTHONPATH", "MODEL_BUCKET", "MODEL_PREFIX", "MAKEFLAGS"):
             base.pop(name, None)
+        base.pop("MAKELEVEL", None)
+        base.pop("MFLAGS", None)
         base["PATH"] = os.pathsep.join(
             p for p in base.get("PATH", "").split(os.pathsep) if "/.venv/" not in p
         )
@@ -95,7 +99,9 @@ class Shell:
             | (env or {})
         )
         self.process = subprocess.Popen(
-            ["unshare", "--net", "--", "bash", "--noprofile", "--norc"],
+            # The copy's own tests/support/netns.py brings its loopback up, then becomes bash.
+            ["unshare", "--net", "--", sys.executable, "-m", "tests.support.netns"]
+            + ["bash", "--noprofile", "--norc"],
             cwd=cwd,
             env=self.env,
             stdin=subprocess.PIPE,
@@ -104,7 +110,6 @@ class Shell:
             start_new_session=True,  # one process group: bash and all it starts
         )
         self._count = 0
-        self.run("ip link set lo up", "bring up loopback")
 
     def run(self, script: str, where: str = "script", timeout: float = 300) -> str:
         """Run script in the session; its output, or ShellError when it fails.
