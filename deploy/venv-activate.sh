@@ -6,4 +6,7 @@
 TS_CONFIG_FILE="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/../.." && pwd)/config.properties"
 export TS_CONFIG_FILE
 torchserve() ( cd "$(dirname "$TS_CONFIG_FILE")" && command torchserve "$@" )
+# `deactivate` takes both away again (the venv's own deactivate runs after).
+eval "_torchserve_deploy_$(typeset -f deactivate)"
+deactivate() { unset TS_CONFIG_FILE; unset -f torchserve; _torchserve_deploy_deactivate "$@"; }
 # <<< torchserve-deploy <<<

@@ -61,6 +61,8 @@ def test_torchserve_start_from_another_folder_uses_the_checkout(shell, checkout)
     assert (checkout / "logs" / "ts_log.log").exists()
     shell.run("torchserve --stop")
     shell.run(PORT_CLOSED, "TorchServe stopped listening", 60)
+    out = shell.run('deactivate; echo "config=${TS_CONFIG_FILE:-none} $(type -t torchserve)"')
+    assert out.strip() == "config=none", out
 
 
 def test_make_serve_through_a_pipe_returns_once_models_are_ready(shell, checkout):
