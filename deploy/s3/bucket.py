@@ -16,6 +16,13 @@ def create_bucket(bucket: str, settings: StoreSettings | None = None) -> bool:
     config = {} if region in (None, "us-east-1") else {"LocationConstraint": region}
     with store_errors(bucket):
         try:
+            # S3 in us-east-1 answers a repeated create with 200: ask first, to say which it was.
+            client.head_bucket(Bucket=bucket)
+            return False
+        except ClientError as e:
+            if error_code(e) not in {"404", "NoSuchBucket", "NotFound"}:
+                raise
+        try:
             client.create_bucket(
                 Bucket=bucket, **({"CreateBucketConfiguration": config} if config else {})
             )

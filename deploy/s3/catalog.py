@@ -80,7 +80,7 @@ def list_versions(
 def format_rows(rows: list[VersionRow]) -> str:
     header = (
         f"{'MODEL':<14} {'VERSION':<32} {'SIZE':>10} {'CREATED':<25} {'SHA256':<14} "
-        f"{'STAGES':<18} SERVED AS (model.version)"
+        f"{'STAGES':<18} MODEL.VERSION"
     )
     lines = [header]
     for r in rows:
