@@ -71,6 +71,9 @@ def test_make_serve_through_a_pipe_returns_once_models_are_ready(shell, checkout
     # The server's own output went to logs/, not to the pipe.
     assert "ready:" in (checkout / "serve.log").read_text()
     assert "Torchserve version" in (checkout / "logs" / "torchserve.out").read_text()
+    # Before the first request there are no handler metrics, and `make metrics` says so.
+    assert "no handler metrics yet" in shell.run("make -s metrics", "make metrics, no request yet")
     shell.run(PREDICT + " >/dev/null", "a prediction after make serve")
+    assert "ts_handler_batch_size" in shell.run("make -s metrics", "make metrics after a request")
     shell.run("make stop", "make stop")
     shell.run(PORT_CLOSED, "TorchServe stopped listening", 60)

@@ -158,7 +158,6 @@ class Shell:
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
-        # Daemons that left the group (none should) would still hold the namespace: find them by it.
         self._log.close()
 
     def __enter__(self) -> Shell:
