@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from tests.support.checkout import ShellError
+
 pytestmark = pytest.mark.integration
 
 PREDICT = "python -m clients predict sentiment --text 'A warm, funny film'"
@@ -73,3 +75,12 @@ def test_make_serve_through_a_pipe_returns_once_models_are_ready(shell, checkout
     assert "ts_handler_batch_size" in shell.run("make -s metrics", "make metrics after a request")
     shell.run("make stop", "make stop")
     shell.run(PORT_CLOSED, "TorchServe stopped listening", 60)
+
+
+def test_make_serve_fails_at_once_with_the_log_when_torchserve_cannot_start(shell):
+    shell.run("python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1", "take 8080")
+    with pytest.raises(ShellError) as failed:
+        shell.run("make serve", "make serve with 8080 taken", 120)
+    assert "failed (exit" in str(failed.value)  # it ended by itself, not by our timeout
+    assert "TorchServe exited before" in str(failed.value)
+    assert "logs/torchserve.out, last lines" in str(failed.value)
