@@ -36,8 +36,13 @@ sed -i '/^# >>> torchserve-deploy/,/^# <<< torchserve-deploy/d' $(VENV)/bin/acti
 cat deploy/venv-activate.sh >> $(VENV)/bin/activate
 endef
 
-install: $(STAMP) ## Make .venv and install the pinned requirements (every target depends on it)
+install: $(STAMP) haproxy ## Make .venv and install the pinned requirements (every target depends on it)
 	@$(activate-hook)
+
+# HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
+.PHONY: haproxy
+haproxy:
+	@command -v haproxy >/dev/null || (apt-get update && apt-get install -y haproxy)
 
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.
@@ -110,7 +115,7 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) lint ## Lint, then the whole test suite (unit + integration against real servers)
+test: $(STAMP) haproxy lint ## Lint, then the whole test suite (unit + integration against real servers)
 	$(PY) -m pytest -q tests
 
 test-unit: $(STAMP) ## Only the plain-module tests
@@ -123,15 +128,21 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
-k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Render every k8s overlay; validate (kubernetes-validate strict + checkov)
+k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay, validate (strict schemas, KEDA CRD, checkov): summary + failures
 	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
 lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --frequency-streams once streams are stateless.
+REHEARSE_ARGS ?=
+.PHONY: rehearse
+rehearse: $(STAMP) haproxy ## Two replicas behind HAProxy under Locust: rolling restart, kill → reports/rehearsal.{md,json}
+	$(PY) -m rehearsal $(REHEARSE_ARGS)
+
 .PHONY: reliability  # a folder of that name exists: never 'up to date'
-reliability: $(STAMP) ## Fuzz, fault and security suites against real TorchServe → reports/reliability.md (RELIABILITY_EXAMPLES=1000)
+reliability: $(STAMP) ## Fuzz, fault, security suites + mixed-load overload run → reports/reliability.md, overload.md
 	$(PY) -m reliability
 
 clean: ## Remove built artifacts and archives (keeps .venv)

@@ -1,10 +1,14 @@
 """Serving benchmark: for each model and runtime (TorchScript, ONNX Runtime), the bare artifact's
 in-process throughput at the serving batch size and threads, then served throughput and
-p50/p95/p99 latency through TorchServe at a few concurrencies, with the same requests.
+p50/p95/p99 latency through TorchServe at a few concurrencies, with the same requests, and where
+the served time went (the handler's stage metrics and the frontend's queue time, per level).
+Frequency is measured with JSON and with float32 bodies and answers, on 2,000-sample signals
+asking for all four frequencies.
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4
-    python -m bench --models sentiment --runtimes onnx      # lists are comma-separated
+    python -m bench --models frequency --runtimes onnx --workers 1,2   # worker count compared
+    python -m bench --models sentiment,frequency --bodies json   # lists are comma-separated
 
 Archives are built here as <model>_ts / <model>_onnx (deploy.archive --runtime --name) and served
 together by one TorchServe from build/bench/. In-process runs before the server starts, so the
@@ -24,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.inprocess import in_process_throughput
+from bench.inprocess import in_process_throughput, serving_shape
 from bench.report import markdown_table
 from bench.served import served_load
 from loadtests.payloads import Payloads, PayloadSettings
@@ -35,10 +39,27 @@ RUNTIME_FILE = {"torchscript": "model.pt", "onnx": "model.onnx"}
 MODELS = ("sentiment", "frequency")
 
 
-def bench_payloads(model: str, n: int) -> list[dict]:
-    # One text per request: a request is the unit both sides count, whatever batching does.
-    payloads = Payloads(PayloadSettings(batch_sizes=(1,)), seed=0)
+def bench_payloads(model: str, n: int, signal_samples: int = 2000) -> list[dict]:
+    # One text (or signal) per request: the unit both sides count, whatever batching does. Every
+    # signal has the same length and asks for every frequency: the shape the ratio is quoted for.
+    settings = PayloadSettings(
+        batch_sizes=(1,), signal_lengths=(signal_samples,), extract=((1.0, 3.0, 5.0, 7.0),)
+    )
+    payloads = Payloads(settings, seed=0)
     return [payloads.for_model(model) for _ in range(n)]
+
+
+def set_workers(server, archive: str, workers: int) -> None:
+    """Scale one model's workers (management API) and wait until they are all up."""
+    import requests
+
+    r = requests.put(
+        f"{server.management_url}/models/{archive}",
+        params={"min_worker": workers, "max_worker": workers, "synchronous": "true"},
+        headers=server.auth("management"),
+        timeout=300,
+    )
+    r.raise_for_status()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,7 +76,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--runtimes", default="torchscript,onnx", help="comma-separated: torchscript, onnx"
     )
-    p.add_argument("--concurrency", default="1,4,8", help="comma-separated concurrent callers")
+    p.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrent callers")
+    p.add_argument(
+        "--bodies",
+        default="json,float32",
+        help="comma-separated frequency body kinds: json, float32 (sentiment is always JSON)",
+    )
+    p.add_argument(
+        "--workers", default="", help="comma-separated workers per model (default: model-config)"
+    )
+    p.add_argument("--signal-samples", type=int, default=2000, help="frequency request length")
     p.add_argument(
         "--requests", type=int, default=64, help="requests per served level (and in-process set)"
     )
@@ -72,6 +102,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for runtime in args.runtimes:
         if runtime not in RUNTIME_SUFFIX:
             p.error(f"unknown runtime {runtime!r} in --runtimes (known: torchscript, onnx)")
+    args.bodies = _comma_list(args.bodies)
+    for body in args.bodies:
+        if body not in ("json", "float32"):
+            p.error(f"unknown body kind {body!r} in --bodies (known: json, float32)")
     return args
 
 
@@ -104,6 +138,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     levels = [int(c) for c in _comma_list(args.concurrency)]
+    worker_counts = [int(w) for w in _comma_list(args.workers)] or [None]
     todo = plan(args)
     if not todo:
         return 1
@@ -114,7 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
     results, archives = [], {}
-    steps = tqdm(total=len(todo) * (2 + len(levels)), desc="bench", unit="step")
+    rows = [
+        (model, runtime, art, body, w)
+        for model, runtime, art in todo
+        for body in (args.bodies if model == "frequency" else ["json"])
+        for w in worker_counts
+    ]
+    steps = tqdm(total=2 * len(todo) + len(rows) * len(levels), desc="bench", unit="step")
+    in_process = {}
     for model, runtime, art in todo:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
@@ -123,19 +165,23 @@ def main(argv: list[str] | None = None) -> int:
         )
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
-        inproc = in_process_throughput(
-            model, art, runtime, bench_payloads(model, args.requests), args.min_seconds
-        )
+        payloads = bench_payloads(model, args.requests, args.signal_samples)
+        in_process[name] = in_process_throughput(model, art, runtime, payloads, args.min_seconds)
+        steps.update()
+    for model, runtime, _, body, w in rows:
+        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
+        workers = w or serving_shape(model)[0].workers
         results.append(
             {
                 "model": model,
                 "runtime": runtime,
                 "archive": name,
-                "in_process": inproc,
+                "body": body,
+                "workers": workers,
+                "in_process": in_process[name],
                 "served": [],
             }
         )
-        steps.update()
 
     steps.set_postfix_str("starting TorchServe")
     server = start_torchserve(
@@ -151,17 +197,36 @@ def main(argv: list[str] | None = None) -> int:
             grpc_management_target=server.grpc_management_target,
             key_file=server.workdir / "key_file.json",
         )
-        for row in results:
-            payloads = bench_payloads(row["model"], args.requests)
+        for row in sorted(results, key=lambda r: r["workers"]):
+            set_workers(server, row["archive"], row["workers"])
+            payloads = bench_payloads(row["model"], args.requests, args.signal_samples)
             for c in levels:
-                steps.set_postfix_str(f"served {row['archive']} x{c}")
-                row["served"].append(
-                    served_load(settings, row["archive"], payloads, c, args.protocol)
+                steps.set_postfix_str(
+                    f"served {row['archive']} {row['body']} w{row['workers']} x{c}"
                 )
+                level = served_load(
+                    settings,
+                    row["archive"],
+                    payloads,
+                    c,
+                    args.protocol,
+                    row["body"],
+                    server.metrics_url,
+                )
+                row["served"].append(level)
                 steps.update()
     finally:
         server.stop()
         steps.close()
+    # In-process again once the server is gone: on a shared machine the load drifts, so the ratio
+    # uses the mean of the runs before and after the served levels (both are reported).
+    for model, runtime, art in todo:
+        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
+        payloads = bench_payloads(model, args.requests, args.signal_samples)
+        again = in_process_throughput(model, art, runtime, payloads, args.min_seconds)
+        first = in_process[name]
+        first["rps_before_serving"], first["rps_after_serving"] = first["rps"], again["rps"]
+        first["rps"] = (first["rps"] + again["rps"]) / 2
 
     for row in results:
         best = max((s["rps"] for s in row["served"]), default=0.0)
@@ -174,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
+            "load_average_1m": os.getloadavg()[0],
         },
         "settings": {
             "artifacts": str(args.artifacts),
@@ -181,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             "concurrency": levels,
             "protocol": args.protocol,
             "min_seconds": args.min_seconds,
+            "signal_samples": args.signal_samples,
         },
         "versions": _versions(),
         "results": results,

@@ -24,12 +24,17 @@ class ServingShape:
     """TorchServe batchSize of the model-config: requests per runtime call."""
     threads: int | None
     """The handler's runtime intra-op threads."""
+    workers: int = 1
+    """TorchServe minWorkers of the model-config."""
 
 
 def serving_shape(model: str) -> tuple[ServingShape, dict]:
     config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
     handler = dict(config.get("handler") or {})
-    return ServingShape(int(config.get("batchSize", 1)), handler.get("threads")), handler
+    shape = ServingShape(
+        int(config.get("batchSize", 1)), handler.get("threads"), int(config.get("minWorkers", 1))
+    )
+    return shape, handler
 
 
 def _sentiment_batches(

@@ -1,4 +1,5 @@
-"""Served throughput and latency percentiles through a real TorchServe at a few concurrencies."""
+"""Served throughput and latency percentiles through a real TorchServe at a few concurrencies,
+with JSON bodies or (frequency) float32 bodies and answers."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from bench.stages import breakdown, scrape
 from clients.client import connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
+from clients.signals import FLOAT32, Extraction
+
+
+def float32_request(payload: dict) -> tuple[bytes, dict[str, str]]:
+    """The float32 form of a frequency payload: raw body, parameters in headers, float32 answer."""
+    headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
+    if payload.get("frequencies"):
+        headers["X-Frequencies"] = ",".join(f"{float(f):g}" for f in payload["frequencies"])
+    return np.asarray(payload["signal"], "<f4").tobytes(), headers
 
 
 def served_load(
@@ -19,39 +30,53 @@ def served_load(
     payloads: list[dict],
     concurrency: int,
     protocol: str = "rest",
+    body: str = "json",
+    metrics_url: str | None = None,
 ) -> dict:
-    """Send every payload once with `concurrency` callers (one client each); time each call."""
+    """Send every payload once with `concurrency` callers (one client each); time each call.
+    A float32 answer is decoded (as a client would) inside the timed call. With `metrics_url`,
+    the server's stage metrics over the timed calls (after the warm-up) come back as "stages"."""
     local = threading.local()
     clients = []
     lock = threading.Lock()
+    requests = [float32_request(p) for p in payloads] if body == "float32" else payloads
 
     def client():
         if not hasattr(local, "client"):
-            local.client = connect(protocol, settings)
+            local.client = connect("rest" if body == "float32" else protocol, settings)
             with lock:
                 clients.append(local.client)
         return local.client
 
-    def call(payload: dict) -> float | None:
+    def call(request) -> float | None:
         t0 = time.perf_counter()
         try:
-            client().predict(model, payload)
+            if body == "float32":
+                r = client().post(model, *request)
+                Extraction.from_float32(r.content, r.headers)
+            else:
+                client().predict(model, request)
         except ClientError:
             return None
         return (time.perf_counter() - t0) * 1000
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(call, payloads[: concurrency * 2]))  # warm-up: connections, worker caches
+        list(pool.map(call, requests[: concurrency * 2]))  # warm-up: connections, worker caches
+        before = scrape(metrics_url) if metrics_url else None
         start = time.perf_counter()
-        latencies = list(pool.map(call, payloads))
+        latencies = list(pool.map(call, requests))
         elapsed = time.perf_counter() - start
+        after = scrape(metrics_url) if metrics_url else None
     for c in clients:
         c.close()
     ok = np.array([x for x in latencies if x is not None])
     p50, p95, p99 = np.percentile(ok, [50, 95, 99]) if ok.size else (float("nan"),) * 3
+    stages = breakdown(before, after, model, elapsed, len(requests)) if metrics_url else None
     return {
+        "stages": stages,
         "concurrency": concurrency,
-        "protocol": protocol,
+        "protocol": "rest" if body == "float32" else protocol,
+        "body": body,
         "requests": len(payloads),
         "errors": len(latencies) - int(ok.size),
         "seconds": elapsed,

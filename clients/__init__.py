@@ -1,7 +1,7 @@
 """REST and gRPC clients for the served models: `python -m clients --help`."""
 
 from clients.client import PROTOCOLS, ModelClient, connect
-from clients.errors import AuthError, BadRequest, ClientError, ModelNotFound
+from clients.errors import AuthError, BadRequest, ClientError, Conflict, ModelNotFound
 from clients.settings import ClientSettings
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "BadRequest",
     "ClientError",
     "ClientSettings",
+    "Conflict",
     "ModelClient",
     "ModelNotFound",
     "connect",

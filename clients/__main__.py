@@ -7,6 +7,15 @@
     python -m clients predict frequency --synthetic 400 --sample-rate 1000 --frequencies 1,3
     python -m clients predict frequency --signal 0.1,0.5,0.9 --sample-rate 1000
     python -m clients predict MODEL --json '{"any": "body"}'
+    python -m clients predict frequency --synthetic 2000 --float32     # float32 body and answer
+    python -m clients stream frequency --input signal.txt --chunk 500 --frequencies 1,3
+    sensor | python -m clients stream frequency --chunk 200 --protocol grpc   # stdin, as it comes
+    python -m clients stream frequency --input signal.f32 --input-format f32 --float32
+
+`stream` reads samples (text numbers separated by spaces, commas or newlines, or raw little-endian
+float32 with --input-format f32) from --input or stdin, sends every --chunk samples as one chunk of
+one stream and prints one JSON line per chunk; the state travels with each call, so any replica
+can answer any chunk. --state-file resumes from a saved state and keeps the latest one there.
 
 Addresses come from --config (config.properties) and the token from --key-file (default: the
 key_file.json next to the config) or TS_INFERENCE_KEY / TS_MANAGEMENT_KEY. Exit status: 0 ok,
@@ -20,9 +29,11 @@ import json
 import sys
 from pathlib import Path
 
+from clients.chunks import read_chunks
 from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
+from clients.signals import SignalStream, extract
 
 
 def build_payload(args: argparse.Namespace) -> dict | str:
@@ -77,7 +88,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     pred.add_argument("--frequencies", help="comma-separated frequencies to extract, e.g. 1,3")
     pred.add_argument("--seed", type=int, default=0)
     pred.add_argument("--json", help="a raw JSON request body")
+    pred.add_argument(
+        "--float32", action="store_true", help="frequency over REST: float32 body and answer"
+    )
+    st = sub.add_parser("stream", parents=[common], help="stream a signal chunk by chunk")
+    st.add_argument("model", nargs="?", default="frequency")
+    st.add_argument("--input", type=Path, help="file of samples (default: stdin)")
+    st.add_argument("--input-format", choices=("text", "f32"), default="text")
+    st.add_argument("--chunk", type=int, default=500, help="samples per request")
+    st.add_argument("--frequencies", help="comma-separated frequencies to extract, e.g. 1,3")
+    st.add_argument("--sample-rate", type=float)
+    st.add_argument("--float32", action="store_true", help="REST: float32 bodies and answers")
+    st.add_argument("--state-file", type=Path, help="resume from the state in it; keep it updated")
     return p.parse_args(argv)
+
+
+def frequencies_of(args: argparse.Namespace) -> list[float] | None:
+    return [float(f) for f in args.frequencies.split(",")] if args.frequencies else None
+
+
+def run_stream(client, args: argparse.Namespace) -> None:
+    state = None
+    if args.state_file and args.state_file.exists():
+        state = args.state_file.read_text().strip() or None
+    stream = SignalStream(
+        client, frequencies_of(args), args.sample_rate, args.model, args.float32, state
+    )
+    source = args.input.open("rb") if args.input else sys.stdin.buffer
+    try:
+        for chunk in read_chunks(source, args.chunk, args.input_format):
+            answer = stream.send(chunk)
+            if args.state_file:
+                args.state_file.write_text(stream.state or "")
+            print(json.dumps(answer.to_json()), flush=True)
+    finally:
+        if args.input:
+            source.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,11 +137,27 @@ def main(argv: list[str] | None = None) -> int:
                 answer = client.health()
             elif args.command == "models":
                 answer = client.list_models()
+            elif args.command == "stream":
+                run_stream(client, args)
+                return 0
+            elif args.float32:
+                payload = build_payload(args)
+                answer = extract(
+                    client,
+                    payload["signal"],
+                    payload.get("frequencies"),
+                    payload.get("sample_rate"),
+                    args.model,
+                    float32=True,
+                ).to_json()
             else:
                 answer = client.predict(args.model, build_payload(args), version=args.version)
     except ClientError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2 if 400 <= e.status < 500 else 1
+    except ValueError as e:  # e.g. unreadable input samples, float32 over gRPC
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     json.dump(answer, sys.stdout, indent=2)
     print()
     return 0

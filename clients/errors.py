@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from handlers.errors import status_by_kind
+
 
 class ClientError(Exception):
     """A call the server refused or could not answer. `status` is the HTTP equivalent."""
@@ -52,6 +54,13 @@ class PayloadTooLarge(ClientError):
     status = 413
 
 
+class Conflict(ClientError):
+    """The request cannot continue what it names: a stream state made by another model version
+    or signing key (a rolling update mid-stream). Restart the stream."""
+
+    status = 409
+
+
 class UnsupportedMediaType(ClientError):
     status = 415
 
@@ -79,13 +88,12 @@ _BY_STATUS: dict[int, type[ClientError]] = {
     401: AuthError,
     403: AuthError,
     404: ModelNotFound,
+    409: Conflict,
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
     429: Overloaded,
     503: Overloaded,
 }
-# Handler error kinds (handlers/errors.py) whose status is not 400; used when gRPC says OK.
-_STATUS_BY_KIND = {"unsupported_media_type": 415}
 AUTH_EXCEPTION = "InvalidKeyException"
 
 
@@ -131,4 +139,5 @@ def from_body(body: bytes, protocol: str = "grpc") -> ClientError | None:
     if parsed is None:
         return None
     reason, kind = parsed
-    return error_for(_STATUS_BY_KIND.get(kind or "", 400), reason, kind=kind, protocol=protocol)
+    status = status_by_kind().get(kind or "", 400)
+    return error_for(status, reason, kind=kind, protocol=protocol)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import requests
@@ -30,6 +31,17 @@ class RestClient:
                 "inference",
                 lambda key: self._send("POST", url, key, body, content_type),
             )
+        )
+
+    def post(
+        self, model: str, body: bytes, headers: Mapping[str, str], version: str | None = None
+    ) -> requests.Response:
+        """POST a body with its own headers (float32 bodies, Accept, stream state) and return the
+        whole response: a float32 answer's layout and a stream's state are in its headers."""
+        path = f"/predictions/{model}" + (f"/{version}" if version else "")
+        url = self.settings.inference_url + path
+        return with_token(
+            self.tokens, "inference", lambda key: self._request("POST", url, key, body, headers)
         )
 
     def health(self) -> dict:
@@ -62,11 +74,20 @@ class RestClient:
         body: bytes | None = None,
         content_type: str | None = None,
     ) -> bytes:
-        headers = {}
+        headers = {"Content-Type": content_type} if content_type else {}
+        return self._request(method, url, key, body, headers).content
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        key: str | None,
+        body: bytes | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        headers = dict(extra or {})
         if auth := bearer(key):
             headers["Authorization"] = auth
-        if content_type:
-            headers["Content-Type"] = content_type
         try:
             r = self._session.request(
                 method, url, data=body, headers=headers, timeout=self.settings.timeout
@@ -75,4 +96,4 @@ class RestClient:
             raise ConnectionFailed(f"{method} {url}: {e}", protocol=self.protocol) from e
         if r.status_code >= 400:
             raise from_http(r.status_code, r.content, r.reason or "", protocol=self.protocol)
-        return r.content
+        return r

@@ -34,12 +34,17 @@ def model_config_path(model: str) -> Path:
 
 
 def stage_archive(
-    model: str, artifacts: Path, stage: Path, runtime: str | None
+    model: str, artifacts: Path, stage: Path, runtime: str | None, overrides: dict | None = None
 ) -> tuple[dict, Path]:
-    """Copy what the archive carries into `stage/extra`; return (manifest, model-config path)."""
+    """Copy what the archive carries into `stage/extra`; return (manifest, model-config path).
+
+    `overrides` replaces model-config keys (TorchServe's and, under "handler", the handler's)."""
     manifest = read_manifest(artifacts)
     config = yaml.safe_load(model_config_path(model).read_text())
+    overrides = dict(overrides or {})
     handler_cfg = config.setdefault("handler", {})
+    handler_cfg.update(overrides.pop("handler", {}))
+    config.update(overrides)
     if runtime:
         handler_cfg["runtime"] = runtime
     runtime = handler_cfg.get("runtime", "onnx")
@@ -80,13 +85,14 @@ def build_archive(
     runtime: str | None = None,
     name: str | None = None,
     build_dir: str | Path = ROOT / "build",
+    overrides: dict | None = None,
 ) -> Path:
-    """Stage and archive; returns the path of the .mar."""
+    """Stage and archive; returns the path of the .mar. `overrides`: see `stage_archive`."""
     name = name or model
     artifacts, out = Path(artifacts), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stage = Path(build_dir) / "archive" / name
-    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime)
+    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime, overrides)
     cmd = [
         str(Path(sys.executable).with_name("torch-model-archiver")),
         "--model-name", name,

@@ -2,16 +2,21 @@
 
     python -m deploy.k8s_check [--out build/k8s] [--checkov .venv-checkov/bin/checkov]
 
-Rendering is `kubectl kustomize --load-restrictor LoadRestrictionsNone`, because the base generates
-its ConfigMap from the repository's own config.properties, outside the kustomization root.
+First it refreshes k8s/base/config/config.properties from the repository's config.properties (the
+one source; kustomize reads only files inside the kustomization root, so the base holds a copy).
+Rendering is plain `kubectl kustomize`, as Argo CD, Flux and `kubectl apply -k` do it.
 kubernetes-validate ships its schemas, so validation works offline; strict mode rejects fields a
-schema does not know (a typo in a probe or securityContext would otherwise pass silently).
+schema does not know (a typo in a probe or securityContext would otherwise pass silently). Custom
+resources (KEDA's ScaledObject) are checked by deploy/k8s_crds.py and counted apart.
+It prints a summary and the details of failures only.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,8 +25,14 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
+from deploy import k8s_crds
+
 ROOT = Path(__file__).resolve().parents[1]
 OVERLAYS = ROOT / "k8s" / "overlays"
+CONFIG, CONFIG_COPY = (
+    ROOT / "config.properties",
+    ROOT / "k8s" / "base" / "config" / "config.properties",
+)
 # The oldest Kubernetes still supported by the cloud providers' managed offerings we target, and
 # the newest schema kubernetes-validate ships (it has 1.25 .. 1.37 offline).
 K8S_VERSIONS = ("1.30.0", "1.37.0")
@@ -43,13 +54,7 @@ def overlays() -> list[str]:
 
 def render(overlay: str) -> Rendered:
     out = subprocess.run(
-        [
-            "kubectl",
-            "kustomize",
-            "--load-restrictor",
-            "LoadRestrictionsNone",
-            str(OVERLAYS / overlay),
-        ],
+        ["kubectl", "kustomize", str(OVERLAYS / overlay)],
         capture_output=True,
         text=True,
     )
@@ -58,10 +63,25 @@ def render(overlay: str) -> Rendered:
     return Rendered(overlay, out.stdout)
 
 
+def sync_config() -> bool:
+    """Copy config.properties where the base kustomization reads it; True if it changed."""
+    if CONFIG_COPY.exists() and CONFIG_COPY.read_bytes() == CONFIG.read_bytes():
+        return False
+    shutil.copyfile(CONFIG, CONFIG_COPY)
+    return True
+
+
+def object_name(rendered: Rendered, obj: dict) -> str:
+    return f"{rendered.overlay}: {obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+
+
 def schema_errors(rendered: Rendered, versions: tuple[str, ...] = K8S_VERSIONS) -> list[str]:
     errors = []
     for obj in rendered.objects:
-        name = f"{rendered.overlay}: {obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        name = object_name(rendered, obj)
+        if k8s_crds.is_custom(obj):
+            errors += [f"{name} ({k8s_crds.label(obj)}): {e}" for e in k8s_crds.errors(obj)]
+            continue
         for version in versions:
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
@@ -73,16 +93,53 @@ def schema_errors(rendered: Rendered, versions: tuple[str, ...] = K8S_VERSIONS) 
     return errors
 
 
-def run_checkov(checkov: str, files: list[Path]) -> int:
-    """checkov over the rendered manifests, then the Dockerfiles; skips carry reasons in the repo."""
+def run_checkov(checkov: str, files: list[Path]) -> tuple[list[str], bool]:
+    """checkov over the rendered manifests, then the Dockerfiles: summary lines and failed?
+
+    Skips carry their reasons in the repository (annotations, comments) and are listed with them."""
     # No network here: do not fetch Prisma Cloud's guideline mappings.
     env = os.environ | {"BC_SKIP_MAPPING": "TRUE"}
-    k8s = [checkov, "--compact", "--framework", "kubernetes"] + [
+    k8s = [checkov, "-o", "json", "--framework", "kubernetes"] + [
         a for f in files for a in ("-f", str(f))
     ]
-    docker = [checkov, "--compact", "--framework", "dockerfile", "-d", str(ROOT / "docker")]
-    codes = [subprocess.run(cmd, env=env).returncode for cmd in (k8s, docker)]
-    return max(codes)
+    docker = [checkov, "-o", "json", "--framework", "dockerfile", "-d", str(ROOT / "docker")]
+    lines, failed = [], False
+    for cmd in (k8s, docker):
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        try:
+            reports = json.loads(out.stdout)
+        except json.JSONDecodeError:
+            lines.append(
+                f"checkov {cmd[4]}: no report (exit {out.returncode}):\n{out.stderr[-2000:]}"
+            )
+            failed = True
+            continue
+        for report in reports if isinstance(reports, list) else [reports]:
+            lines += checkov_summary(report)
+            failed |= report.get("summary", {}).get("failed", 0) > 0
+    return lines, failed
+
+
+def checkov_summary(report: dict) -> list[str]:
+    summary, results = report.get("summary", {}), report.get("results", {})
+    lines = [
+        f"checkov {report.get('check_type')}: {summary.get('passed', 0)} passed, "
+        f"{summary.get('failed', 0)} failed, {summary.get('skipped', 0)} skipped "
+        f"over {summary.get('resource_count', 0)} resources"
+    ]
+    for check in results.get("failed_checks", []):
+        lines.append(
+            f"  FAILED {check['check_id']} {check['check_name']}: {check['resource']} "
+            f"({check.get('file_path')}:{check.get('file_line_range')})"
+        )
+    skipped = {}
+    for check in results.get("skipped_checks", []):
+        reason = (check.get("check_result") or {}).get("suppress_comment", "")
+        skipped.setdefault((check["check_id"], reason), 0)
+        skipped[(check["check_id"], reason)] += 1
+    for (check_id, reason), n in sorted(skipped.items()):
+        lines.append(f"  skipped {check_id} x{n}: {reason}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkov", help="checkov executable; omitted: schemas only")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if sync_config():
+        print(f"{CONFIG_COPY.relative_to(ROOT)}: refreshed from config.properties (commit it)")
     files, failed = [], False
     for overlay in overlays():
         rendered = render(overlay)
@@ -102,15 +161,22 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(rendered.text)
         files.append(path)
         errors = schema_errors(rendered)
-        kinds = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in rendered.objects)
-        print(f"{overlay}: {len(rendered.objects)} objects ({kinds})")
+        custom = [o for o in rendered.objects if k8s_crds.is_custom(o)]
+        builtin = len(rendered.objects) - len(custom)
+        print(
+            f"{overlay}: {len(rendered.objects)} objects -> {path.relative_to(ROOT)}; "
+            f"{builtin} against Kubernetes {', '.join(K8S_VERSIONS)} schemas (strict), "
+            f"{len(custom)} custom: "
+            + (", ".join(f"{o['kind']} ({k8s_crds.label(o)})" for o in custom) or "none")
+            + f"; {len(errors)} schema errors"
+        )
         for e in errors:
             print(f"  SCHEMA {e}")
         failed |= bool(errors)
-        if not errors:
-            print(f"  strict schemas OK for Kubernetes {', '.join(K8S_VERSIONS)} -> {path}")
     if args.checkov:
-        failed |= run_checkov(args.checkov, files) != 0
+        lines, checkov_failed = run_checkov(args.checkov, files)
+        print("\n".join(lines))
+        failed |= checkov_failed
     print("k8s check: FAILED" if failed else "k8s check: OK")
     return 1 if failed else 0
 

@@ -20,6 +20,20 @@ if [ -n "${TS_CONFIG_DIR:-}" ]; then
 else
     cp "$APP/config.properties" config.properties
 fi
+# Token authorization may be off only behind the pod proxy, i.e. with TorchServe's inference and
+# management APIs on loopback (docs/kubernetes.md, threat model): refuse any other combination.
+if grep -qix 'disable_token_authorization=true' config.properties; then
+    for key in inference_address management_address grpc_inference_address grpc_management_address; do
+        value=$(sed -n "s/^$key=//p" config.properties)
+        case "$value" in
+            "" | http://127.0.0.1:* | https://127.0.0.1:* | 127.0.0.1) ;;
+            *)
+                echo "entrypoint: $key=$value with disable_token_authorization=true; TorchServe without tokens listens on 127.0.0.1 only" >&2
+                exit 78
+                ;;
+        esac
+    done
+fi
 # config.properties names metrics.yaml and model_store relative to the working directory.
 cp "$APP/metrics.yaml" metrics.yaml
 mkdir -p model_store

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Kubernetes probe for a TorchServe pod with token authorization on.
+"""Kubernetes probe for a TorchServe pod.
 
-    probe.py live     /ping answers 200 with the pod's own inference key
+    probe.py live     /ping answers 200
     probe.py ready    ... and every model in load_models has a READY worker (management API)
-    probe.py live --inference http://127.0.0.1:8085 --token-file F
-                      /ping through the auth proxy with a client token (the proxy's own probe)
+    probe.py live --inference http://127.0.0.1:8085 --token-file F --require URL
+                      /ping through the pod proxy with a client token, and URL (HAProxy's
+                      /ready: its REST and gRPC paths to TorchServe are up) answers 200
 
-/ping needs the inference key and answers 200 before any model has loaded, so readiness also asks
-the management API, on loopback, for each model's workers. Keys are read from key_file.json in
-TorchServe's working directory on every run (each replica has its own random keys); an expired
-key is renewed once with the API key, which does not expire (POST /token?type=...).
+/ping answers 200 before any model has loaded, so readiness also asks the management API, on
+loopback, for each model's workers. In a pod TorchServe runs with token authorization off behind
+the proxy (docs/kubernetes.md, threat model); where it is on (config.properties in the working
+directory says so, e.g. `make serve`), the keys are read from key_file.json on every run and an
+expired key is renewed once with the API key, which does not expire (POST /token?type=...).
 Standard library only: it runs every few seconds and must start fast.
 """
 
@@ -41,8 +43,9 @@ def read_key(workdir: Path, kind: str) -> str:
     return data[kind]["key"]
 
 
-def call(url: str, key: str, timeout: float, method: str = "GET") -> tuple[int, bytes]:
-    request = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {key}"})
+def call(url: str, key: str | None, timeout: float, method: str = "GET") -> tuple[int, bytes]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    request = urllib.request.Request(url, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read()
@@ -50,10 +53,18 @@ def call(url: str, key: str, timeout: float, method: str = "GET") -> tuple[int, 
         return e.code, e.read()
 
 
+def token_auth_on(workdir: Path) -> bool:
+    path = workdir / "config.properties"
+    config = read_properties(path) if path.is_file() else {}  # TorchServe's default: on
+    return config.get("disable_token_authorization", "false").lower() != "true"
+
+
 def authorized(url: str, kind: str, args: argparse.Namespace) -> tuple[int, bytes]:
     """GET url with the current `kind` key; on InvalidKeyException renew that key once and retry."""
     if args.token_file is not None:
         return call(url, args.token_file.read_text().split()[0], args.timeout)
+    if not token_auth_on(args.workdir):
+        return call(url, None, args.timeout)
     status, body = call(url, read_key(args.workdir, kind), args.timeout)
     if status == 400 and b"InvalidKeyException" in body:
         api_key = read_key(args.workdir, "API")
@@ -83,6 +94,14 @@ def check_models(args: argparse.Namespace) -> str | None:
     return None
 
 
+def check_required(args: argparse.Namespace) -> str | None:
+    for url in args.require:
+        status, body = call(url, None, args.timeout)
+        if status != 200:
+            return f"{url} answered {status}: {body[:200]!r}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -90,14 +109,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("check", choices=["live", "ready"])
     p.add_argument("--inference", default="http://127.0.0.1:8080", help="inference API base URL")
     p.add_argument("--management", default="http://127.0.0.1:8081", help="management API base URL")
-    p.add_argument("--workdir", type=Path, default=Path(WORKDIR), help="holds key_file.json")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(WORKDIR),
+        help="holds config.properties and key_file.json",
+    )
     p.add_argument(
         "--token-file", type=Path, help="client token (first line) instead of the key file"
     )
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per HTTP call")
+    p.add_argument(
+        "--require", action="append", default=[], help="another URL that must answer 200"
+    )
     args = p.parse_args(argv)
     try:
-        problem = check_ping(args)
+        problem = check_ping(args) or check_required(args)
         if problem is None and args.check == "ready":
             problem = check_models(args)
     except (OSError, ValueError, KeyError) as e:  # no key file yet, server not listening, bad JSON

@@ -43,6 +43,10 @@ def request_body(row: dict) -> tuple[str, Any]:
             return key, row[key]
     if len(row) == 1:
         return next(iter(row.items()))
+    if row:
+        raise BadField(
+            f"expected one body, got {len(row)} form parts; send the JSON or text as the whole body"
+        )
     raise BadField("the request has no body")
 
 
@@ -56,17 +60,46 @@ def content_type_of(headers: dict | None, param: str = "body") -> str:
     headers = headers or {}
     own = headers.get(param)
     if isinstance(own, dict) and own.get("content-type"):
-        return media_type(own["content-type"])
+        return media_type(_as_sent(own["content-type"]))
     top = request_content_type(headers)
     return "" if top.startswith("multipart/") else top
 
 
+def request_header(headers: dict | None, name: str) -> str | None:
+    """A request header's value, looked up case-insensitively (TorchServe keeps the client's case).
+
+    The frontend reads header bytes as Latin-1; a client that sent UTF-8 gets its own text back in
+    error messages rather than mojibake."""
+    name = name.lower()
+    for key, value in (headers or {}).items():
+        if isinstance(key, str) and key.lower() == name and isinstance(value, str | bytes):
+            return _as_sent(value.decode("latin-1") if isinstance(value, bytes) else value)
+    return None
+
+
+def _as_sent(value: str) -> str:
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
 def request_content_type(headers: dict | None) -> str:
     """The media type of the HTTP request itself."""
-    for key, value in (headers or {}).items():
-        if isinstance(key, str) and key.lower() == "content-type" and isinstance(value, str):
-            return media_type(value)
-    return ""
+    return media_type(request_header(headers, "content-type"))
+
+
+IDENTITY_ENCODINGS = ("", "identity")
+
+
+def reject_content_encoding(headers: dict | None) -> None:
+    """TorchServe hands compressed bodies over still compressed: name the encoding (415) rather
+    than fail later on "not valid UTF-8"."""
+    encoding = (request_header(headers, "content-encoding") or "").strip().lower()
+    if encoding not in IDENTITY_ENCODINGS:
+        raise UnsupportedMediaType(
+            f"content encoding {encoding!r} is not supported; send the body uncompressed"
+        )
 
 
 def to_text(value: bytes | bytearray | str) -> str:
@@ -117,6 +150,7 @@ def decode(value: Any, content_type: str = "") -> Payload:
 
 def decode_request(row: dict, headers: dict | None) -> Payload:
     """One TorchServe request row (+ its headers) → Payload, or raise a RequestError."""
+    reject_content_encoding(headers)
     if not row and request_content_type(headers) == "application/x-www-form-urlencoded":
         # TorchServe drops url-encoded form bodies (what `curl -d` sends) before the handler.
         raise UnsupportedMediaType(

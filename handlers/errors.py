@@ -1,10 +1,21 @@
 """The small error taxonomy: each kind of bad input maps to one HTTP status.
 
-Handlers catch `RequestError` per request and mark only that request with
-`context.set_response_status(err.status, err.reason, idx=i)`, so its batch neighbours are answered.
+Handlers catch `RequestError` per request and mark only that request with `mark_refused`, so its
+batch neighbours are answered.
+
+Client text never reaches TorchServe's reason phrase or a response header: TorchServe 0.12's worker
+protocol frames the reason phrase by its length in characters but writes it as UTF-8 bytes, so one
+non-ASCII character desynchronises the frame and the frontend kills the worker with its whole batch.
+The reason phrase is the status's standard (ASCII) phrase; the details travel in the JSON body,
+which `json.dumps` writes as ASCII.
 """
 
 from __future__ import annotations
+
+import json
+import re
+from http import HTTPStatus
+from typing import Any
 
 
 class RequestError(Exception):
@@ -12,6 +23,8 @@ class RequestError(Exception):
 
     status = 400
     kind = "bad_request"
+    retry_after_s: int | None = None
+    """Set on refusals the client should retry (503): sent as the Retry-After header."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -53,5 +66,56 @@ class UnsupportedMediaType(RequestError):
     kind = "unsupported_media_type"
 
 
+class BadState(RequestError):
+    """A stream state that is undecodable, the wrong size, altered or non-finite."""
+
+    kind = "bad_state"
+
+
+class StaleState(RequestError):
+    """A stream state this replica cannot continue (another model version or signing key): the
+    client restarts the stream."""
+
+    status = 409
+    kind = "stale_state"
+
+
 class ArchiveError(Exception):
     """The archive itself is wrong (missing file, bad setting): raised at load, never per request."""
+
+
+def status_by_kind() -> dict[str, int]:
+    """Every RequestError kind → its status: the one copy, which the clients import too (a gRPC
+    answer marked bad per request comes back OK with only the body's kind to go on)."""
+    found, todo = {}, [RequestError]
+    while todo:
+        cls = todo.pop()
+        found[cls.kind] = cls.status
+        todo += cls.__subclasses__()
+    return found
+
+
+def reason_phrase(status: int) -> str:
+    """The standard HTTP reason phrase of `status`: ASCII, and never client text."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+_HEADER_UNSAFE = re.compile(r"[^\x20-\x7e]")
+
+
+def header_value(value: str, limit: int = 256) -> str:
+    """A response header value that is printable ASCII and bounded: anything else would either
+    break the worker frame (non-ASCII) or split the HTTP response (CR/LF)."""
+    return _HEADER_UNSAFE.sub("?", value)[:limit]
+
+
+def mark_refused(context: Any, idx: int, err: RequestError) -> str:
+    """Mark request `idx` of the batch with `err`'s status and return its JSON body."""
+    context.set_response_content_type(idx, "application/json")
+    context.set_response_status(err.status, reason_phrase(err.status), idx=idx)
+    if err.retry_after_s is not None:
+        context.set_response_header(idx, "Retry-After", str(err.retry_after_s))
+    return json.dumps(err.to_body())

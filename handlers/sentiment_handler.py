@@ -13,8 +13,9 @@ from pathlib import Path
 
 from ts.torch_handler.base_handler import BaseHandler
 
+from handlers.budget import admit, over_budget
 from handlers.codec import decode_request
-from handlers.errors import RequestError
+from handlers.errors import RequestError, mark_refused
 from handlers.runtime import device_from_properties
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import SentimentPredictor
@@ -61,6 +62,7 @@ class SentimentHandler(BaseHandler):
     def inference(
         self, parsed: list[TextRequest | RequestError]
     ) -> list[dict | list[dict] | RequestError]:
+        parsed = self._within_budget(parsed)
         texts = [t for item in parsed if isinstance(item, TextRequest) for t in item.texts]
         results = iter(self.predictor.predict(texts))
         answers: list[dict | list[dict] | RequestError] = []
@@ -72,6 +74,21 @@ class SentimentHandler(BaseHandler):
                 answers.append(mine if item.many else mine[0])
         return answers
 
+    def _within_budget(
+        self, parsed: list[TextRequest | RequestError]
+    ) -> list[TextRequest | RequestError]:
+        budget = self.settings.max_batch_tokens
+        costs = [
+            self.predictor.encoder.token_count(item.texts)
+            if isinstance(item, TextRequest)
+            else None
+            for item in parsed
+        ]
+        return [
+            item if ok or not isinstance(item, TextRequest) else over_budget(budget)
+            for item, ok in zip(parsed, admit(costs, budget), strict=True)
+        ]
+
     @timed("postprocess")
     def postprocess(self, answers: list[dict | list[dict] | RequestError]) -> list[str]:
         self.telemetry.answers(answers, self.context)
@@ -81,7 +98,7 @@ class SentimentHandler(BaseHandler):
             self.context.set_response_content_type(i, "application/json")
             self.context.set_response_header(i, BATCH_SIZE_HEADER, batch)
             if isinstance(answer, RequestError):
-                self.context.set_response_status(answer.status, answer.reason, idx=i)
-                answer = answer.to_body()
-            bodies.append(json.dumps(answer))
+                bodies.append(mark_refused(self.context, i, answer))
+            else:
+                bodies.append(json.dumps(answer))
         return bodies

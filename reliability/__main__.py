@@ -1,6 +1,7 @@
-"""Run the reliability and security suites with a bigger fuzz budget and write the report.
+"""Run the reliability and security suites with a bigger fuzz budget, then the mixed-load
+overload case (reliability/overload.py), and write the report.
 
-python -m reliability [--examples 1000] [--out reports]
+python -m reliability [--examples 1000] [--out reports] [--skip-overload]
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--examples", type=int, default=int(os.environ.get(EXAMPLES_ENV, 1000)))
     p.add_argument("--out", type=Path, default=ROOT / "reports")
+    p.add_argument(
+        "--skip-overload", action="store_true", help="leave out the mixed-load Locust run (~5 min)"
+    )
     args = p.parse_args(argv)
     raw = args.out / "reliability-raw"
     shutil.rmtree(raw, ignore_errors=True)
@@ -37,6 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     rc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITES], cwd=ROOT, env=env
     ).returncode
+    if not args.skip_overload:
+        # The mixed-load case: Locust against a full-size encoder, before and after (overload.md).
+        overload_rc = subprocess.run(
+            [sys.executable, "-m", "reliability.overload", "--out", str(args.out)],
+            cwd=ROOT,
+            env=env,
+        ).returncode
+        rc = rc or overload_rc
     summary = summarize(read_records(raw), rc, args.examples)
     md, js = write(summary, args.out)
     print(md.read_text())

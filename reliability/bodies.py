@@ -8,13 +8,15 @@ Bodies stay well under `max_request_size`: the oversize case has its own test.
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
 VALID_EXAMPLES: dict[str, dict] = {
     "sentiment": {"text": "A quietly moving film with a fine cast."},
-    "frequency": {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "frequency": 1},
+    # "stream": damaged copies also reach the stream fields and the state the answer signs.
+    "frequency": {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True},
     "standin": {"text": "hello there"},
 }
 """One good body per model: the fuzzer damages these, so it also reaches the field validation."""
@@ -38,9 +40,19 @@ class Body:
     kind: str
     content_type: str
     data: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """Extra request headers, as raw bytes (UTF-8 or Latin-1: both reach TorchServe)."""
+
+    def request_headers(self) -> dict[str, str | bytes]:
+        """Content-Type (when set) and the extra headers; an extra Content-Type wins."""
+        own: dict[str, str | bytes] = (
+            {"Content-Type": self.content_type} if self.content_type else {}
+        )
+        return own | dict(self.headers)
 
     def __repr__(self) -> str:
-        return f"Body({self.kind}, {self.content_type!r}, {self.data[:120]!r}{'...' if len(self.data) > 120 else ''}, {len(self.data)} bytes)"
+        extra = f", headers={self.headers!r}" if self.headers else ""
+        return f"Body({self.kind}, {self.content_type!r}, {self.data[:120]!r}{'...' if len(self.data) > 120 else ''}, {len(self.data)} bytes{extra})"
 
 
 def valid_example(model: str) -> dict:
@@ -84,6 +96,42 @@ NASTY_TEXT = st.one_of(
 )
 
 
+NON_ASCII_NUMBERS = ("١٠٠٠", "१०००", "１０００", "١٠", "٣", "1_000", "Ⅻ", "²")
+"""Numbers Python's float()/int() accept (or that look like numbers) but no client means."""
+
+READ_HEADERS = (
+    "Content-Type",
+    "Content-Encoding",
+    "Accept",
+    "X-Sample-Rate",
+    "X-Frequencies",
+    "X-Stream",
+    "X-Stream-State",
+)
+"""Every request header a handler reads or echoes: each gets non-ASCII and control characters."""
+
+HEADER_TEXT = st.one_of(
+    st.sampled_from(
+        [
+            "tëxt/ü",
+            "application/json; charset=ü",
+            "application/octet-stream; x=ü",
+            "gzip",
+            "br, gzip",
+            "ü",
+            "stream-ü",
+            "\u202e\u200b",
+            "\x01\x7f",
+            "a\tb",
+            "\U0001f600",
+            *NON_ASCII_NUMBERS,
+        ]
+    ),
+    # http.client refuses CR and LF inside a value; every other character goes on the wire.
+    st.text(alphabet=st.characters(blacklist_characters="\r\n"), min_size=1, max_size=40),
+)
+
+
 def _dumps(value: object) -> bytes:
     return json.dumps(value, allow_nan=True).encode()
 
@@ -93,9 +141,11 @@ def mutated_examples(draw, model: str) -> Body:
     """The model's valid body with one field damaged: wrong type, nasty text, odd numbers."""
     example = dict(valid_example(model))
     key = draw(st.sampled_from(sorted(example) + ["unexpected"]))
-    how = draw(st.sampled_from(["value", "text", "number", "drop", "wrap"]))
+    how = draw(st.sampled_from(["value", "text", "number", "digits", "drop", "wrap"]))
     if how == "value":
         example[key] = draw(json_values)
+    elif how == "digits":
+        example[key] = draw(st.sampled_from(NON_ASCII_NUMBERS))
     elif how == "text":
         example[key] = draw(NASTY_TEXT)
     elif how == "drop":
@@ -178,6 +228,21 @@ def big_fields(draw, model: str) -> Body:
     )
 
 
+@st.composite
+def nasty_headers(draw, model: str) -> Body:
+    """A valid body (JSON, or float32 samples for a model that takes them) with one header the
+    handlers read carrying non-ASCII or control characters, as UTF-8 or Latin-1 bytes."""
+    name = draw(st.sampled_from(READ_HEADERS))
+    text = draw(HEADER_TEXT).strip() or "ü"
+    raw = text.encode(draw(st.sampled_from(["utf-8", "latin-1"])), "replace")
+    if model == "frequency" and draw(st.booleans()):
+        signal = valid_example(model)["signal"]
+        data, ctype = struct.pack(f"<{len(signal)}f", *signal), "application/octet-stream"
+    else:
+        data, ctype = _dumps(valid_example(model)), "application/json"
+    return Body(f"header:{name}", ctype, data, ((name, raw),))
+
+
 EMPTY = st.sampled_from(
     [Body("empty", ct, b"") for ct in CONTENT_TYPES]
     + [Body("whitespace", "application/json", b"  \n ")]
@@ -194,5 +259,6 @@ def malformed_bodies(model: str) -> st.SearchStrategy[Body]:
         raw_bytes(),
         random_json(),
         big_fields(model),
+        nasty_headers(model),
         EMPTY,
     )

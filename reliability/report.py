@@ -60,6 +60,13 @@ def write(summary: dict, out: Path) -> tuple[Path, Path]:
     for r in s.get("fuzz", []):
         lines.append(f"- {json.dumps(r['statuses'])} in {r['seconds']} s")
         lines += [f"  - FAILURE: {f}" for f in r.get("failures", [])]
+    for r in s.get("overload", []):
+        lines.append(
+            f"- Overload ({r['case']}): {r['requests']} requests, {r['client_timeouts']} client "
+            f"timeouts, short-text p99 {r['small_200_p99_s']} s, 503 p99 {r['refusal_503_p99_s']} s, "
+            f"normal answer {r['normal_answer_after_stop_s']} s after the load stopped "
+            "(overload.md)"
+        )
     lines += ["", "Raw figures: reliability.json. Method and limits: docs/reliability.md.", ""]
     md.write_text("\n".join(lines))
     return md, js

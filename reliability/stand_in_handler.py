@@ -8,6 +8,7 @@ marked per request so a bad request never fails its batch neighbours.
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 
 MAX_CHARS = 10_000
 
@@ -39,6 +40,6 @@ def handle(data, context):
     for i, request in enumerate(data):
         status, body = _answer(request)
         if status != 200:
-            context.set_response_status(status, body["error"], idx=i)
+            context.set_response_status(status, HTTPStatus(status).phrase, idx=i)
         out.append(json.dumps(body))
     return out

@@ -1,24 +1,31 @@
 """Wire format → `SignalRequest`: a JSON object, or a raw little-endian float32 body
 (application/octet-stream) whose parameters come in headers (`X-Sample-Rate`, `X-Frequencies: 1,3`).
 
+Streams (docs/clients.md): a JSON body starts one with `"stream": true` and continues it with
+`"state": "<the previous answer's state>"`; a float32 body does the same with the `X-Stream: start`
+and `X-Stream-State: <state>` headers. `Accept: application/octet-stream` asks for a float32 answer.
+
 TorchServe hands each request over as a dict: the body under "body" (or "data"), already
-JSON-decoded when the content type is application/json. Query parameters would arrive as extra
-keys and are read too, but TorchServe 0.12's /predictions route does not forward them (measured:
-it parses the request with a null query decoder), so clients must use the headers.
+JSON-decoded when the content type is application/json. Other keys are form fields or gRPC inputs
+and are read as parameters too; TorchServe 0.12's /predictions route does not forward the query
+string (measured: it parses the request with a null query decoder), so REST clients use headers.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
 
+from handlers.codec import content_type_of, parse_json, reject_content_encoding, request_header
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
 from handlers.frequency.settings import FrequencySettings
 
 BINARY_TYPES = ("application/octet-stream", "application/x-float32")
+STREAM_HEADER = "x-stream"
+STATE_HEADER = "x-stream-state"
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,18 @@ class SignalRequest:
     """Requested frequencies, in request order, without repeats."""
     selectors: tuple[int, ...]
     """Index of each requested frequency in the served list (the one-hot position)."""
+    start: bool = False
+    """This chunk opens a stream: the answer carries the state after it."""
+    state: str | None = None
+    """The state token of a stream this chunk continues (as the client sent it, unchecked)."""
+    frequencies_given: bool = True
+    """False: the request named none (a continuation then keeps its stream's)."""
+    binary_answer: bool = False
+    """The client accepts a float32 answer (Accept: application/octet-stream)."""
+
+    @property
+    def streaming(self) -> bool:
+        return self.start or self.state is not None
 
 
 def _text(value) -> str | None:
@@ -43,39 +62,53 @@ def _text(value) -> str | None:
     return str(value)
 
 
-def _header(headers: dict, name: str) -> str | None:
-    name = name.lower()
-    for k, v in headers.items():
-        if isinstance(k, str) and k.lower() == name and not isinstance(v, dict):
-            return _text(v)
-    return None
+def _param(row: dict, headers: dict, name: str) -> str | None:
+    """A parameter of a float32 request: a form field / gRPC input, else the X- header."""
+    value = row.get(name)
+    if value is None:
+        value = row.get(f"x-{name.replace('_', '-')}")
+    if value is None:
+        return request_header(headers, f"x-{name.replace('_', '-')}")
+    return _text(value)
 
 
-def _content_type(row: dict, headers: dict) -> str:
-    for key in ("body", "data"):
-        meta = headers.get(key)
-        if key in row and isinstance(meta, dict):
-            return str(meta.get("content-type", "")).split(";")[0].strip().lower()
-    return (_header(headers, "content-type") or "").split(";")[0].strip().lower()
+def wants_binary(headers: dict) -> bool:
+    accept = request_header(headers, "accept") or ""
+    return any(part.split(";")[0].strip().lower() in BINARY_TYPES for part in accept.split(","))
 
 
 def _float_list(values, field: str) -> np.ndarray:
     if not isinstance(values, list):
         raise BadField(f"'{field}' must be a JSON array of numbers")
-    # bool is a Real in Python; true/false in a signal is a client bug, not 1.0/0.0.
-    if not all(isinstance(v, Real) and not isinstance(v, bool) for v in values):
+    # Parsed JSON holds only these types; bool is an int in Python, and true/false in a signal is
+    # a client bug, not 1.0/0.0. (A set of types: one pass in C, not an isinstance per sample.)
+    if not set(map(type, values)) <= {float, int}:
         raise BadField(f"'{field}' must contain only numbers")
-    return np.asarray(values, dtype=np.float64)
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except OverflowError:  # an integer literal beyond any float (10**400)
+        raise BadField(f"'{field}' has values outside the float32 range") from None
+
+
+_ASCII_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
+"""A number written in a header or a comma list: ASCII digits only (Python's float() also takes
+'١٠' and '1_000', which no client means)."""
+
+
+def _number(value, field: str) -> float:
+    """A JSON number, or a number written in ASCII (headers carry text)."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and _ASCII_NUMBER.fullmatch(value):
+        return float(value)
+    raise BadField(f"'{field}' must be a number written with ASCII digits")
 
 
 def _sample_rate(value, settings: FrequencySettings) -> int:
     if value is None:
         return settings.sample_rate
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        raise BadField("'sample_rate' must be a number") from None
-    if isinstance(value, bool) or rate != settings.sample_rate:
+    rate = _number(value, "sample_rate")
+    if rate != settings.sample_rate:
         raise BadField(
             f"unsupported sample_rate {value!r}: this model serves {settings.sample_rate} Hz"
         )
@@ -86,10 +119,7 @@ def _frequencies(value, settings: FrequencySettings) -> tuple[tuple[float, ...],
     if value is None:
         return settings.frequencies, tuple(range(len(settings.frequencies)))
     if isinstance(value, str):
-        try:
-            value = [float(v) for v in value.split(",") if v.strip()]
-        except ValueError:
-            raise BadField("'frequencies' must be a comma-separated list of numbers") from None
+        value = [_number(v, "frequencies") for v in value.split(",") if v.strip()]
     freqs = _float_list(value, "frequencies")
     if freqs.size == 0:
         raise BadField("'frequencies' must not be empty")
@@ -117,31 +147,54 @@ def _checked_signal(signal: np.ndarray, settings: FrequencySettings) -> np.ndarr
     return signal.astype(np.float32)
 
 
+def _stream_fields(stream, state) -> tuple[bool, str | None]:
+    if stream is not None and not isinstance(stream, bool):
+        raise BadField("'stream' must be true or false")
+    if state is not None and not isinstance(state, str):
+        raise BadField("'state' must be the string a previous answer returned")
+    if stream and state is not None:
+        raise BadField("send 'stream': true to start a stream or 'state' to continue one, not both")
+    return bool(stream), state
+
+
+def _binary_stream(row: dict, headers: dict) -> tuple[bool, str | None]:
+    start = _param(row, headers, "stream")
+    if start is not None and start.strip().lower() != "start":
+        raise BadField("X-Stream must be 'start' (continue a stream with X-Stream-State)")
+    state = _param(row, headers, "stream_state")
+    return _stream_fields(True if start is not None else None, state)
+
+
 def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> SignalRequest:
     """One TorchServe request → a validated SignalRequest, or a RequestError."""
+    reject_content_encoding(headers)
     body = row.get("body", row.get("data"))
     if body is None:
+        if row:
+            raise BadField(
+                f"expected one body (JSON or float32), got {len(row)} form parts; "
+                "send the signal as the whole body"
+            )
         raise EmptyInput("the request has no body")
-    ctype = _content_type(row, headers)
+    ctype = content_type_of(headers, "body" if "body" in row else "data")
+    binary = wants_binary(headers)
     if isinstance(body, bytes | bytearray) and ctype in BINARY_TYPES:
         raw = bytes(body)
         if len(raw) % 4:
             raise BadEncoding(f"a float32 body must be a multiple of 4 bytes, got {len(raw)}")
         signal = np.frombuffer(raw, dtype="<f4").astype(np.float64)
-        params = {
-            "sample_rate": _text(row.get("sample_rate")) or _header(headers, "x-sample-rate"),
-            "frequencies": _text(row.get("frequencies")) or _header(headers, "x-frequencies"),
-        }
-        rate = _sample_rate(params["sample_rate"], settings)
-        freqs, selectors = _frequencies(params["frequencies"], settings)
-        return SignalRequest(_checked_signal(signal, settings), rate, freqs, selectors)
+        rate = _sample_rate(_param(row, headers, "sample_rate"), settings)
+        named = _param(row, headers, "frequencies")
+        freqs, selectors = _frequencies(named, settings)
+        start, state = _binary_stream(row, headers)
+        return SignalRequest(
+            _checked_signal(signal, settings), rate, freqs, selectors,
+            start, state, named is not None, binary,
+        )  # fmt: skip
     if isinstance(body, bytes | bytearray | str):
         if ctype and ctype != "application/json" and not ctype.startswith("text/"):
             raise UnsupportedMediaType(f"content type {ctype!r} is not JSON or {BINARY_TYPES[0]}")
-        try:
-            body = json.loads(_text(body))
-        except (ValueError, RecursionError, BadEncoding):
-            raise BadEncoding("the body is not valid JSON") from None
+        body = parse_json(body)
     if not isinstance(body, dict):
         raise BadField("the JSON body must be an object with a 'signal' array")
     if "signal" not in body:
@@ -149,7 +202,11 @@ def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> Sig
     signal = _float_list(body["signal"], "signal")
     rate = _sample_rate(body.get("sample_rate"), settings)
     freqs, selectors = _frequencies(body.get("frequencies"), settings)
-    return SignalRequest(_checked_signal(signal, settings), rate, freqs, selectors)
+    start, state = _stream_fields(body.get("stream"), body.get("state"))
+    return SignalRequest(
+        _checked_signal(signal, settings), rate, freqs, selectors,
+        start, state, body.get("frequencies") is not None, binary,
+    )  # fmt: skip
 
 
 def json_floats(x: np.ndarray, decimals: int = 7) -> list[float]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.settings import FrequencySettings
-from handlers.frequency.streaming import StreamState
+from handlers.frequency.state import StreamState
 from handlers.frequency.windowing import split, stitch
 from handlers.runtime import Runtime, load_runtime
 from handlers.uncertainty import MLPHead
@@ -33,20 +33,43 @@ def model_inputs(samples: np.ndarray, selectors, num_frequencies: int) -> np.nda
     return x
 
 
-def head_std(features: np.ndarray, head: MLPHead, masks: tuple[np.ndarray, ...]) -> np.ndarray:
-    """(..., H) → (...) MC std of a one-layer linear head, as (x*w) @ masks.T: one matmul
-    instead of a (samples, ..., H) tensor (gigabytes for a 10 s signal at 4 frequencies)."""
-    if (
-        len(head.weights) != 1
-        or head.weights[0].shape[0] != 1
-        or head.activations[0] not in ("", "none")
-    ):
-        from handlers.uncertainty import regress_with_uncertainty
+class StdBand:
+    """MC-dropout std of the head's output per sample, for the fixed masks.
 
-        return regress_with_uncertainty(features, head, masks)[1][..., 0]
-    flat = features.reshape(-1, features.shape[-1]) * head.weights[0][0]
-    samples = flat @ masks[0].T  # (rows, S); the bias shifts every sample alike
-    return samples.std(axis=1).reshape(features.shape[:-1]).astype(np.float32)
+    For a one-layer linear head the S dropout samples of one feature row x are
+    (x * w) @ masks.T + b, and their population std is ||x @ P|| / sqrt(S) with
+    P = (w * (masks - masks.mean(0))).T: the bias and the mean cancel, and the weights fold into
+    the masks once at load. Per request that is one (rows, H) @ (H, S) matmul and a sum of
+    squares, instead of a feature-sized product, the S samples, their mean and their deviations
+    (a third of the handler's time on 2,000-sample requests before). Other heads sample fully.
+    """
+
+    def __init__(self, head: MLPHead, masks: tuple[np.ndarray, ...]):
+        self.head, self.masks = head, masks
+        self.linear = (
+            len(head.weights) == 1
+            and head.weights[0].shape[0] == 1
+            and head.activations[0] in ("", "none")
+        )
+        if self.linear:
+            centred = masks[0] - masks[0].mean(axis=0, dtype=np.float64)
+            self.project = (head.weights[0][0] * centred).T.astype(np.float32)  # (H, S)
+            self.samples = masks[0].shape[0]
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """(..., H) → (...) float32."""
+        if not self.linear:
+            from handlers.uncertainty import regress_with_uncertainty
+
+            return regress_with_uncertainty(features, self.head, self.masks)[1][..., 0]
+        dev = features.reshape(-1, features.shape[-1]) @ self.project  # (rows, S)
+        var = np.einsum("ij,ij->i", dev, dev) / self.samples
+        return np.sqrt(var, out=var).reshape(features.shape[:-1]).astype(np.float32, copy=False)
+
+
+def head_std(features: np.ndarray, head: MLPHead, masks: tuple[np.ndarray, ...]) -> np.ndarray:
+    """(..., H) → (...) MC std (training's metrics use the serving computation)."""
+    return StdBand(head, masks)(features)
 
 
 class FrequencyEngine:
@@ -67,6 +90,7 @@ class FrequencyEngine:
         )
         self.head = MLPHead.load(Path(model_dir) / s.head_file)
         self.masks = self.head.masks(s.mc_samples, s.mc_seed)
+        self.std_band = StdBand(self.head, self.masks)
 
     def windows(self, requests: list[SignalRequest]) -> list[Components]:
         """Every window of every request and requested frequency in one runtime call."""
@@ -84,7 +108,7 @@ class FrequencyEngine:
         x = model_inputs(np.concatenate(rows), selectors, len(s.frequencies))
         out = self.sequence.run({s.sequence.inputs[0]: x})
         output, features = out[s.sequence.outputs[0]], out[s.sequence.outputs[1]]
-        std = head_std(features, self.head, self.masks)
+        std = self.std_band(features)
         results = []
         for req, (start, n) in zip(requests, spans, strict=True):
             sig, sd = [], []
@@ -123,7 +147,7 @@ class FrequencyEngine:
                 {names[0]: model_inputs(samples, sel, len(s.frequencies)), names[1]: h, names[2]: c}
             )
             output, features, hn, cn = (out[n] for n in s.step.outputs)
-            std = head_std(features, self.head, self.masks)
+            std = self.std_band(features)
             row = 0
             for i in idxs:
                 req, state = chunks[i]

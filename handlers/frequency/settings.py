@@ -19,6 +19,10 @@ class GraphSpec:
     """None: the runtime's default file (model.onnx / model.pt)."""
 
 
+SERVING_KEYS = frozenset({"runtime", "threads", "hop", "max_samples", "mc_samples", "mc_seed"})
+"""The knobs model-config.yaml's `handler:` block may set."""
+
+
 @dataclass(frozen=True)
 class FrequencySettings:
     runtime: str
@@ -37,10 +41,6 @@ class FrequencySettings:
     """MC-dropout samples of the head for the std band."""
     mc_seed: int
     """Seed of the fixed dropout masks: answers do not depend on batching."""
-    stream_idle_s: float
-    """A stream unused this long is forgotten; its next chunk gets 404."""
-    max_streams: int
-    """Open streams kept per worker; the least recently used is dropped beyond it."""
     layers: int
     hidden: int
     sequence: GraphSpec
@@ -52,6 +52,10 @@ class FrequencySettings:
     @classmethod
     def from_sources(cls, serving: dict | None, export: dict) -> FrequencySettings:
         serving = serving or {}
+        unknown = sorted(set(serving) - SERVING_KEYS)
+        if unknown:
+            # e.g. stream_idle_s from before streams moved to the client: say so, do not ignore it
+            raise ArchiveError(f"unknown frequency handler settings: {', '.join(unknown)}")
         try:
             runtime = str(serving.get("runtime", "onnx"))
             window = int(export["window"])
@@ -66,8 +70,6 @@ class FrequencySettings:
                 max_samples=int(serving.get("max_samples", 20000)),
                 mc_samples=int(serving.get("mc_samples", 32)),
                 mc_seed=int(serving.get("mc_seed", 0)),
-                stream_idle_s=float(serving.get("stream_idle_s", 300)),
-                max_streams=int(serving.get("max_streams", 256)),
                 layers=int(export["layers"]),
                 hidden=int(export["hidden"]),
                 sequence=GraphSpec(
@@ -87,8 +89,6 @@ class FrequencySettings:
             raise ArchiveError(f"runtime must be onnx or torchscript, not {runtime!r}")
         if not 0 < hop <= window:
             raise ArchiveError(f"hop must be in (0, window={window}], not {hop}")
-        if settings.max_samples < 1 or settings.mc_samples < 2 or settings.stream_idle_s <= 0:
-            raise ArchiveError(
-                "max_samples >= 1, mc_samples >= 2 and stream_idle_s > 0 are required"
-            )
+        if settings.max_samples < 1 or settings.mc_samples < 2:
+            raise ArchiveError("max_samples >= 1 and mc_samples >= 2 are required")
         return settings

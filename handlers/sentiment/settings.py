@@ -44,6 +44,9 @@ class SentimentSettings:
     """Largest UTF-8 text accepted per item; longer ones are refused with 400."""
     max_texts: int = 32
     """Most texts in one {"texts": [...]} request."""
+    max_batch_tokens: int = 8192
+    """Work budget of one batch, in tokens: requests past it get a fast 503 with Retry-After
+    (handlers/budget.py). The first request of a batch always runs."""
     self_check_atol: float = 1e-3
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
 
@@ -104,11 +107,18 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
             f"handler.runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}"
         )
     threads = serve.pop("threads", None)
-    known = {"mc_samples", "seed", "max_text_bytes", "max_texts", "self_check_atol"}
+    known = {
+        "mc_samples",
+        "seed",
+        "max_text_bytes",
+        "max_texts",
+        "max_batch_tokens",
+        "self_check_atol",
+    }
     unknown = set(serve) - known
     if unknown:
         raise ArchiveError(f"unknown handler settings in model-config: {sorted(unknown)}")
-    for key in ("mc_samples", "max_text_bytes", "max_texts"):
+    for key in ("mc_samples", "max_text_bytes", "max_texts", "max_batch_tokens"):
         if key in serve:
             _positive_int(serve[key], f"handler.{key}")
     return SentimentSettings(

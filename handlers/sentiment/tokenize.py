@@ -59,6 +59,12 @@ class TextEncoder:
         self.head_tokens = head_tokens
         self.pad_token_id = pad_token_id
 
+    def token_count(self, texts: list[str] | tuple[str, ...]) -> int:
+        """Tokens the runtime will see for `texts` after truncation, special tokens included."""
+        pieces = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        extra = len(self.prefix) + len(self.suffix)
+        return sum(min(len(p.ids), self.budget) + extra for p in pieces)
+
     def encode(self, texts: list[str]) -> EncodedBatch:
         pieces = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
         rows = [

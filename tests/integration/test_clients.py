@@ -16,11 +16,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 
-from clients import PROTOCOLS, AuthError, BadRequest, ClientSettings, ModelNotFound, connect
+from clients import (
+    PROTOCOLS,
+    AuthError,
+    BadRequest,
+    ClientSettings,
+    Conflict,
+    ModelNotFound,
+    connect,
+)
+from clients.signals import SignalStream, extract
 from clients.tokens import ENV_VARS, TokenSource
+from handlers.frequency.state import StateCodec, StreamState
 from loadtests.payloads import synthetic_signal
 from tests.support.torchserve import ROOT, start_torchserve
 
@@ -195,6 +206,89 @@ def test_cli_predicts_over_grpc_and_reports_bad_input_with_exit_status_2(served)
     )  # fmt: skip
     assert bad.returncode == 2, bad.stdout
     assert "400 BadRequest" in bad.stderr and "sample_rate" in bad.stderr
+
+
+# --- frequency streams: the state travels with the client, over either protocol ---------------
+
+STREAM_SIGNAL = synthetic_signal(1500, seed=4)
+
+
+def whole_stream(client, frequencies=(1, 3)) -> np.ndarray:
+    return SignalStream(client, frequencies).send(STREAM_SIGNAL).signal
+
+
+def test_a_stream_continues_across_protocols_and_equals_the_whole_signal(clients):
+    whole = whole_stream(clients["rest"])
+    stream = SignalStream(clients["rest"], frequencies=(1, 3))
+    parts = []
+    for k, chunk in enumerate(np.array_split(STREAM_SIGNAL, 5)):
+        stream.client = clients[PROTOCOLS[k % 2]]  # REST, gRPC, REST, ...: the state is just data
+        answer = stream.send(chunk)
+        parts.append(answer.signal)
+    assert answer.samples_seen == STREAM_SIGNAL.size and answer.frequencies == (1.0, 3.0)
+    assert float(np.abs(np.concatenate(parts, axis=1) - whole).max()) <= 1e-5
+
+
+def test_float32_stream_and_one_shot_match_json_over_rest(clients):
+    rest = clients["rest"]
+    whole = whole_stream(rest)
+    stream = SignalStream(rest, frequencies=(1, 3), float32=True)
+    parts = [stream.send(c).signal for c in np.array_split(STREAM_SIGNAL, 3)]
+    assert float(np.abs(np.concatenate(parts, axis=1) - whole).max()) <= 1e-5
+    one_shot = extract(rest, STREAM_SIGNAL, (1, 3), float32=True)
+    as_json = extract(rest, STREAM_SIGNAL, (1, 3))
+    np.testing.assert_allclose(one_shot.signal, as_json.signal, atol=1e-6)
+    np.testing.assert_allclose(one_shot.std, as_json.std, atol=1e-6)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_state_from_another_signing_key_is_a_conflict_over_both_protocols(
+    served, clients, protocol
+):
+    manifest = json.loads((served.artifacts["frequency"] / "manifest.json").read_text())
+    h = manifest["handler"]
+    codec = StateCodec(
+        b"not-this-servers-key-" * 2, manifest["version"], h["layers"], h["hidden"], 4
+    )
+    zero = np.zeros((h["layers"], 1, h["hidden"]), np.float32)
+    forged = codec.encode(StreamState(zero, zero, (1.0,), (0,)))
+    with pytest.raises(Conflict) as info:
+        SignalStream(clients[protocol], state=forged).send([0.1, 0.2])
+    assert info.value.status == 409 and "restart the stream" in info.value.reason
+
+
+def test_cli_streams_stdin_and_files_carrying_the_state(served, tmp_path):
+    config = Path(served.workdir) / "config.properties"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    base = [sys.executable, "-m", "clients", "stream", "frequency", "--config", str(config)]
+    base += ["--chunk", "400", "--frequencies", "1,3"]
+    text = "\n".join(f"{x:.9g}" for x in STREAM_SIGNAL)
+    over_grpc = subprocess.run(
+        [*base, "--protocol", "grpc"], input=text, capture_output=True, text=True, env=env,
+        timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert over_grpc.returncode == 0, over_grpc.stderr
+    lines = [json.loads(line) for line in over_grpc.stdout.splitlines()]
+    assert [a["samples_seen"] for a in lines] == [400, 800, 1200, 1500]
+    got = np.concatenate([[c["signal"] for c in a["components"]] for a in lines], axis=1)
+    with connect("rest", settings_for(served)) as rest:
+        whole = whole_stream(rest)
+    assert float(np.abs(got - whole).max()) <= 1e-5
+    # float32 file over REST, in two runs: the second resumes from the saved state.
+    f32 = tmp_path / "signal.f32"
+    state = tmp_path / "state"
+    halves = []
+    for part in np.array_split(STREAM_SIGNAL.astype("<f4"), [800]):
+        f32.write_bytes(part.tobytes())
+        run = subprocess.run(
+            [*base, "--input", str(f32), "--input-format", "f32", "--float32", "--state-file", str(state)],
+            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        halves += [json.loads(line) for line in run.stdout.splitlines()]
+    assert halves[-1]["samples_seen"] == STREAM_SIGNAL.size and state.read_text()
+    got = np.concatenate([[c["signal"] for c in a["components"]] for a in halves], axis=1)
+    assert float(np.abs(got - whole).max()) <= 1e-5
 
 
 # --- token expiry and rotation, on a TorchServe of our own --------------------------------------

@@ -14,16 +14,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.checkout import Shell
-from tests.support.docblocks import DOCS, ROOT, blocks, parse
+from tests.support.docblocks import DOCS, PENDING, blocks, parse, rel
 
 pytestmark = pytest.mark.integration
-
-PENDING = {
-    "docs/kubernetes.md": "rewritten on another branch (issue 13, items 4 and 5), which marks "
-    "the blocks that need a cluster: remove this entry when that lands",
-}
-"""Docs whose blocks are not run yet, each with the reason. Never left out silently: see
-test_pending_docs_are_still_unmarked."""
 
 S3_ENV = {
     # The reader's AWS chain: dummy credentials, and an S3-compatible endpoint (moto).
@@ -45,10 +38,6 @@ SETUP = {
 """What a reader has before a page's first block; every other page: ACTIVATE."""
 
 
-def rel(doc) -> str:
-    return str(doc.relative_to(ROOT))
-
-
 RUNNABLE = [d for d in DOCS if rel(d) not in PENDING and any(b.runs for b in blocks(d))]
 
 
@@ -66,10 +55,3 @@ def test_documented_commands_work_as_written(doc, checkout):
                 shell.run(f"python - <{script}", block.where, 300)  # as pasted: cwd on sys.path
             else:
                 shell.run(block.source, block.where, 300)
-
-
-@pytest.mark.parametrize("doc", sorted(PENDING))
-def test_pending_docs_are_still_unmarked(doc):
-    """Fails once a pending doc marks its blocks, so PENDING shrinks instead of hiding a page."""
-    marked = [b for b in blocks(ROOT / doc) if b.not_run_because]
-    assert not marked, f"{doc} marks its blocks now: remove it from PENDING so they run"

@@ -1,5 +1,6 @@
-"""The frequency archive in a real TorchServe: one-shot JSON and float32 bodies, streaming in
-chunks against the whole signal, refusals, and a bad request batched with good ones."""
+"""The frequency archive in a real TorchServe: one-shot JSON and float32 bodies, streams whose
+state the client carries (against the whole signal), refusals, and a bad request batched with good
+ones."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
 PATH = "/predictions/frequency"
+RAW = "application/octet-stream"
+STATE_HEADER = "X-Stream-State"
 
 
 @pytest.fixture(scope="module")
@@ -86,49 +89,60 @@ def test_query_string_does_not_reach_the_handler_in_torchserve_0_12(server, sign
     assert [c["frequency"] for c in resp.json()["components"]] == [1.0, 3.0, 5.0, 7.0]
 
 
-def stream(server, chunks, sequence_id, frequencies=(1, 7)):
-    out = []
+def stream(servers, chunks, frequencies=(1, 7), binary=False):
+    """Send chunks as one stream, chunk k to servers[k % len(servers)], carrying the state."""
+    out, state, seen = [], None, 0
     for k, chunk in enumerate(chunks):
-        headers = {"ts_request_sequence_id": sequence_id}
-        if k == 0:
-            headers["ts_request_sequence_start"] = "true"
-        if k == len(chunks) - 1:
-            headers["ts_request_sequence_end"] = "true"
-        resp = server.post(
-            PATH, json={"signal": chunk.tolist(), "frequencies": list(frequencies)}, headers=headers
-        )
-        out.append(components(resp))
-        assert resp.json()["sequence"]["id"] == sequence_id
-        assert resp.headers["ts_request_sequence_id"] == sequence_id
-    return np.concatenate(out, axis=1), resp.json()["sequence"]
+        server = servers[k % len(servers)]
+        if binary:
+            headers = {"Content-Type": RAW, "Accept": RAW}
+            headers |= {STATE_HEADER: state} if state else {
+                "X-Stream": "start", "X-Frequencies": ",".join(map(str, frequencies))
+            }  # fmt: skip
+            resp = server.post(PATH, data=chunk.astype("<f4").tobytes(), headers=headers)
+            assert resp.status_code == 200, resp.text
+            shape = tuple(int(d) for d in resp.headers["X-Shape"].split(","))
+            out.append(np.frombuffer(resp.content, "<f4").reshape(shape)[0])
+        else:
+            body = {"signal": chunk.tolist()}
+            body |= (
+                {"state": state} if state else {"stream": True, "frequencies": list(frequencies)}
+            )
+            resp = server.post(PATH, json=body)
+            out.append(components(resp))
+            assert resp.json()["state"] == resp.headers[STATE_HEADER]
+            assert resp.json()["samples_seen"] == seen + chunk.size
+        seen += chunk.size
+        state = resp.headers[STATE_HEADER]
+        assert int(resp.headers["X-Samples-Seen"]) == seen
+    return np.concatenate(out, axis=1), state
 
 
 def test_streaming_in_chunks_equals_sending_the_signal_whole(server, signal):
-    whole, _ = stream(server, [signal], "whole-1")
-    parts, seq = stream(server, np.array_split(signal, [1, 333, 334, 1500]), "chunked-1")
-    assert seq == {"id": "chunked-1", "samples_seen": signal.size, "closed": True}
+    whole, _ = stream([server], [signal])
+    parts, _ = stream([server], np.array_split(signal, [1, 333, 334, 1500]))
     diff = float(np.abs(parts - whole).max())
     print(f"streaming parity: max |chunked - whole| = {diff:.2e}")
     assert diff <= 1e-5
+    as_floats, _ = stream([server], np.array_split(signal, 3), binary=True)
+    assert float(np.abs(as_floats - whole).max()) <= 1e-5
 
 
-def test_closed_or_unknown_stream_is_refused_and_changing_frequencies_is_a_400(server, signal):
-    stream(server, [signal[:100]], "closed-1")
-    again = server.post(
-        PATH, json={"signal": [0.1]}, headers={"ts_request_sequence_id": "closed-1"}
-    )
-    assert again.status_code == 404 and "not open" in again.json()["error"]
-    start = {"ts_request_sequence_id": "switch-1", "ts_request_sequence_start": "true"}
-    assert (
-        server.post(PATH, json={"signal": [0.1], "frequencies": [1]}, headers=start).status_code
-        == 200
-    )
-    switch = server.post(
-        PATH,
-        json={"signal": [0.1], "frequencies": [3]},
-        headers={"ts_request_sequence_id": "switch-1"},
-    )
+def test_bad_or_altered_state_is_a_400_and_changing_frequencies_is_a_400(server, signal):
+    _, state = stream([server], [signal[:100]], frequencies=(1,))
+    for bad, words in [
+        (state[:-8], "wrong size"),
+        (state[:40] + ("A" if state[40] != "A" else "B") + state[41:], "altered"),
+        ("not base64!", "not decodable"),
+    ]:
+        resp = server.post(PATH, json={"signal": [0.1], "state": bad})
+        assert resp.status_code == 400 and words in resp.json()["error"], resp.text
+    switch = server.post(PATH, json={"signal": [0.1], "frequencies": [3], "state": state})
     assert switch.status_code == 400 and "cannot change" in switch.json()["error"]
+    header = server.post(
+        PATH, data=b"\0\0\0\0", headers={"Content-Type": RAW, STATE_HEADER: "bad state \u00e9"}
+    )
+    assert header.status_code == 400 and header.json()["kind"] == "bad_state"
 
 
 def test_signal_shorter_than_a_window_is_padded_not_refused(server):
@@ -178,3 +192,16 @@ def test_bad_request_batched_with_good_ones_fails_alone(server, signal):
     first = components(resps[0])
     for r in resps[1:2] + resps[3:]:
         np.testing.assert_allclose(components(r), first, atol=1e-6)
+
+
+def test_a_default_model_sized_state_header_reaches_the_handler(server):
+    # The default model (2 x 64 LSTM, four frequencies) makes the largest tokens: TorchServe's HTTP
+    # decoder must pass a header that long (this tiny model then refuses it as the wrong size).
+    from handlers.frequency.state import StateCodec
+
+    longest = StateCodec(b"k" * 32, "2026.11.26-000000-abcdef0", 2, 64, 4).max_chars
+    resp = server.post(
+        PATH, data=b"\0\0\0\0", headers={"Content-Type": RAW, STATE_HEADER: "A" * longest}
+    )
+    print(f"default-model state header: {longest} characters -> {resp.status_code}")
+    assert resp.status_code == 400 and "wrong size" in resp.json()["error"], resp.text

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
 import pytest
 
+from deploy import k8s_crds
 from deploy.k8s_check import overlays, render, schema_errors
 from deploy.serving import read_properties
 
@@ -15,8 +17,9 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = read_properties(ROOT / "config.properties")
 # What a pod needs beyond the repository's file (docs/kubernetes.md): Prometheus scrapes the
-# metrics listener from outside the pod, and each overlay says how many GPUs TorchServe has.
-POD_REWRITES = {"metrics_address": "http://0.0.0.0:8082"}
+# metrics listener from outside the pod, TorchServe checks no tokens behind the pod proxy, and each
+# overlay says how many GPUs TorchServe has.
+POD_REWRITES = {"metrics_address": "http://0.0.0.0:8082", "disable_token_authorization": "true"}
 GPUS = {"cpu": "0", "gpu": "1"}
 
 
@@ -73,8 +76,9 @@ def test_gpu_overlay_keeps_capacity_during_rollouts_and_spreads_over_nodes_and_z
     (deployment,) = objects(rendered, "gpu", "Deployment")
     assert deployment["spec"]["replicas"] >= 2
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    (hpa,) = objects(rendered, "gpu", "HorizontalPodAutoscaler")
-    assert hpa["apiVersion"] == "autoscaling/v2" and hpa["spec"]["minReplicas"] >= 2
+    assert objects(rendered, "gpu", "HorizontalPodAutoscaler") == [], "KEDA owns the HPA"
+    (scaler,) = objects(rendered, "gpu", "ScaledObject")
+    assert scaler["spec"]["minReplicaCount"] >= 2
     keys = {
         c["topologyKey"]
         for c in deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
@@ -94,10 +98,43 @@ def test_configmap_carries_the_repository_config_except_the_documented_rewrites(
     ]
     expected = CONFIG | POD_REWRITES | {"number_of_gpu": GPUS[overlay]}
     assert cm["data"] == expected
-    # The management API and gRPC management stay on loopback inside the pod.
+    # Without tokens, every TorchServe API but metrics stays on loopback inside the pod: the proxy
+    # is the only way in (docs/kubernetes.md, threat model).
+    assert cm["data"]["disable_token_authorization"] == "true"
+    assert cm["data"]["inference_address"].startswith("http://127.0.0.1:")
     assert cm["data"]["management_address"].startswith("http://127.0.0.1:")
+    assert cm["data"]["grpc_inference_address"] == "127.0.0.1"
     assert cm["data"]["grpc_management_address"] == "127.0.0.1"
-    assert cm["data"]["disable_token_authorization"] == "false"
+
+
+def test_kustomization_reads_an_identical_copy_of_config_properties():
+    copy = ROOT / "k8s/base/config/config.properties"
+    assert copy.read_bytes() == (ROOT / "config.properties").read_bytes(), (
+        "k8s/base/config/config.properties differs from config.properties: run `make k8s`"
+    )
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_clients_reach_only_the_pod_proxy_which_holds_the_client_tokens(rendered, overlay):
+    spec = pod(rendered, overlay)["spec"]
+    (proxy,) = [c for c in spec["containers"] if c.get("command", [])[:1] == ["proxy.sh"]]
+    assert (ROOT / "docker/proxy.sh").is_file() and (ROOT / "docker/haproxy.cfg").is_file()
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    secrets = {
+        volumes[m["name"]]["secret"]["secretName"]
+        for c in spec["containers"]
+        for m in c["volumeMounts"]
+        if "secret" in volumes[m["name"]]
+    }
+    assert secrets == {"torchserve-client-tokens"}, "only the proxy holds client tokens"
+    mounts = {m["mountPath"] for m in proxy["volumeMounts"]}
+    env = {e["name"]: e["value"] for e in proxy["env"]}
+    assert env["PROXY_TOKENS"].rsplit("/", 1)[0] in mounts
+    proxy_ports = {p["name"] for p in proxy["ports"]}
+    (inference,) = [
+        s for s in objects(rendered, overlay, "Service") if s["metadata"]["name"] == "torchserve"
+    ]
+    assert {p["targetPort"] for p in inference["spec"]["ports"]} == proxy_ports == {"http", "grpc"}
 
 
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
@@ -206,3 +243,56 @@ def test_pods_are_hardened_and_disruptions_are_bounded(rendered, overlay):
     (sa,) = objects(rendered, overlay, "ServiceAccount")
     assert spec["serviceAccountName"] == sa["metadata"]["name"]
     assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+
+
+def test_gpu_overlay_scales_the_deployment_on_torchserve_queue_time(rendered):
+    (deployment,) = objects(rendered, "gpu", "Deployment")
+    (scaler,) = objects(rendered, "gpu", "ScaledObject")
+    assert scaler["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    target = scaler["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    (trigger,) = scaler["spec"]["triggers"]
+    assert trigger["type"] == "prometheus" and trigger["metricType"] == "Value"
+    query = trigger["metadata"]["query"]
+    # Counters declared in metrics.yaml, i.e. exported by every pod.
+    declared = (ROOT / "metrics.yaml").read_text()
+    for metric in ("ts_queue_latency_microseconds", "ts_inference_requests_total"):
+        assert metric in query and f"name: {metric}" in declared
+    assert float(trigger["metadata"]["threshold"]) > 0
+    assert "cpu" not in query.lower()
+
+
+def test_custom_resources_are_validated_strictly_not_skipped(rendered):
+    (scaler,) = objects(rendered, "gpu", "ScaledObject")
+    assert k8s_crds.is_custom(scaler) and k8s_crds.errors(scaler) == []
+    typo = {**scaler, "spec": {**scaler["spec"], "minReplicas": 2}}
+    assert any("minReplicas" in e for e in k8s_crds.errors(typo))
+    wrong_type = {**scaler, "spec": {**scaler["spec"], "maxReplicaCount": "eight"}}
+    assert any("maxReplicaCount" in e for e in k8s_crds.errors(wrong_type))
+    (trigger,) = scaler["spec"]["triggers"]
+    bad = {**trigger, "metadata": {**trigger["metadata"], "threshold": "lots", "querry": "x"}}
+    bad_scaler = {**scaler, "spec": {**scaler["spec"], "triggers": [bad]}}
+    found = " ".join(k8s_crds.errors(bad_scaler))
+    assert "threshold" in found and "querry" in found
+
+
+def test_cpu_overlay_matches_its_walkthrough(rendered):
+    """docs/kubernetes.md's kind/minikube steps: side-loaded image, MinIO address, bucket, stage."""
+    doc = (ROOT / "docs/kubernetes.md").read_text()
+    spec = pod(rendered, "cpu")["spec"]
+    assert {c["imagePullPolicy"] for c in containers(spec)} == {"IfNotPresent"}
+    assert "kind load docker-image" in doc
+    (source,) = [
+        o
+        for o in objects(rendered, "cpu", "ConfigMap")
+        if o["metadata"]["name"].startswith("model-source")
+    ]
+    data = source["data"]
+    assert data["AWS_ENDPOINT_URL"] in doc
+    assert f"BUCKET={data['MODEL_BUCKET']}" in doc and f"`{data['MODEL_BUCKET']}`" in doc
+    promoted = set(re.findall(r"deploy promote \S+ <VERSION> --stage (\S+)", doc))
+    assert promoted == {data["MODEL_STAGE"]}
+    # The walkthrough's request carries a Content-Type (TorchServe answers 415 without one).
+    curl = next(b for b in doc.split("curl ")[1:] if "/predictions/" in b[:300])
+    assert "Content-Type: application/json" in curl.split("-d ")[0]
+    assert "--load-restrictor" not in doc and "kubectl apply -k k8s/overlays/gpu" in doc

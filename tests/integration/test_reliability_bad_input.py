@@ -42,13 +42,49 @@ NAMED_BODIES = [
     Body("json-null", "application/json", b"null"),
     Body("json-list", "application/json", b"[1, 2, 3]"),
     Body("big-under-limit", "application/json", json.dumps({"text": "x" * 900_000}).encode()),
+    # What killed workers in TorchServe 0.12 when a reason phrase repeated it (issue 11).
+    Body("non-ascii-content-type", "", b'{"text": "fine"}', (("Content-Type", "tëxt/ü".encode()),)),
+    Body(
+        "latin1-content-type",
+        "",
+        b'{"text": "fine"}',
+        (("Content-Type", "tëxt/ü".encode("latin-1")),),
+    ),
+    Body(
+        "arabic-indic-sample-rate",
+        "application/json",
+        json.dumps({"signal": [0.5] * 64, "sample_rate": "١٠"}).encode(),
+    ),
+    Body(
+        "non-ascii-sample-rate-header",
+        "application/octet-stream",
+        b"\0\0\0\0" * 64,
+        (("X-Sample-Rate", "١٠٠٠".encode()), ("X-Frequencies", "٣".encode())),
+    ),
+    Body(
+        "non-ascii-stream-flag",
+        "application/octet-stream",
+        b"\0\0\0\0" * 64,
+        (("X-Stream", "stärt".encode()),),
+    ),
+    Body(
+        "non-ascii-stream-state",
+        "application/json",
+        json.dumps({"signal": [0.5] * 64, "state": "ü" * 20}).encode(),
+        (("X-Stream-State", "ü".encode()),),
+    ),
+    Body("gzip", "application/json", b"\x1f\x8b\x08\x00", (("Content-Encoding", b"gzip"),)),
+    Body(
+        "multipart-two-parts",
+        "multipart/form-data; boundary=xyz",
+        b"--xyz\r\nContent-Disposition: form-data; name=a\r\n\r\n{}\r\n"
+        b"--xyz\r\nContent-Disposition: form-data; name=b\r\n\r\n{}\r\n--xyz--\r\n",
+    ),
 ]
 
 
 def post(target, model: str, body: Body) -> requests.Response:
-    headers = target.server.auth() | (
-        {"Content-Type": body.content_type} if body.content_type else {}
-    )
+    headers = target.server.auth() | body.request_headers()
     return requests.post(
         f"{target.server.inference_url}/predictions/{model}",
         data=body.data,
@@ -125,7 +161,7 @@ def test_fuzzed_bodies_never_5xx_and_never_restart_a_worker(fuzz_target):
 
 
 def send_body(server, model: str, body: Body) -> int:
-    headers = server.auth() | {"Content-Type": body.content_type}
+    headers = server.auth() | body.request_headers()
     url = f"{server.inference_url}/predictions/{model}"
     return requests.post(url, data=body.data, headers=headers, timeout=60).status_code
 
@@ -186,3 +222,24 @@ def test_oversize_burst_does_not_hurt_the_server(fuzz_target):
     outcomes = burst(f"{server.inference_url}/predictions/{model}", headers, b"x" * (limit * 2), 10)
     assert [o.status for o in outcomes] == [413] * 10
     assert worker_identity(server.management_url, key, [model]) == before
+
+
+def test_client_text_in_a_refusal_stays_in_the_json_body(fuzz_target):
+    """The reason phrase is the status's standard ASCII phrase; the client's text (here a
+    non-ASCII Content-Type) is named only in the JSON body, and no worker restarts for it."""
+    server = fuzz_target.server
+    key = management_key(fuzz_target)
+    before = worker_identity(server.management_url, key, fuzz_target.models)
+    for model in fuzz_target.models:
+        r = requests.post(
+            f"{server.inference_url}/predictions/{model}",
+            data=b'{"text": "fine", "signal": [0.5]}',
+            headers=server.auth() | {"Content-Type": "tëxt/ü".encode()},
+            timeout=60,
+        )
+        assert r.status_code == 415, (model, r.status_code, r.text[:200])
+        assert r.reason == "Unsupported Media Type", (model, r.reason)
+        body = r.json()
+        assert body["kind"] == "unsupported_media_type", body
+        assert "ü" in body["error"], body
+    assert worker_identity(server.management_url, key, fuzz_target.models) == before

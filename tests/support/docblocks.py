@@ -22,8 +22,15 @@ from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = {"bash", "sh", "python"}
-SHOWN = {"json", "text", "yaml", "properties"}
+SHOWN = {"json", "text", "yaml", "properties", "promql"}
 NOT_RUN = re.compile(r"^no-test:\s*(?P<why>\S.*)$")
+
+PENDING = {
+    "docs/kubernetes.md": "rewritten on another branch (issue 13, items 4 and 5); its blocks are not "
+    "labelled yet (the walkthrough needs a cluster): label them, then remove this entry",
+}
+"""Docs whose blocks are neither labelled nor run yet, each with the reason: listed here, never
+left out silently, and a test fails once a pending doc is labelled so that the entry goes."""
 
 _LEXER = RawFencedCodeBlockLexer(info_pattern=re.compile(r"(?P<info>[^\n]*)$\n", re.MULTILINE))
 
@@ -78,6 +85,16 @@ def parse(doc: Path) -> Document:
             yield region
 
     return Document.parse(str(doc), blocks)
+
+
+def rel(doc: Path) -> str:
+    return str(doc.relative_to(ROOT))
+
+
+def still_pending(doc: Path) -> bool:
+    """A pending doc stays pending while a block lacks a label or none says why it is not run."""
+    found = blocks(doc)
+    return any(b.problem() for b in found) or not any(b.not_run_because for b in found)
 
 
 def blocks(doc: Path) -> list[Block]:

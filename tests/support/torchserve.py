@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -84,6 +85,9 @@ class TorchServe:
             "model_store": str(self.store),
             "load_models": ",".join(f"{m}.mar" for m in self.models),
             "metrics_config": str(ROOT / "metrics.yaml"),
+            # Workers talk to the frontend on sockets named after this port: servers that run side
+            # by side (parallel test runs, the two-replica tests) must not share it.
+            "initial_worker_port": str(random.randrange(20_000, 60_000, 100)),
         }
         return render_properties(base, settings | self.overrides)
 

@@ -11,6 +11,7 @@ def test_lists_are_comma_separated():
     )
     assert args.models == ["sentiment", "frequency"]
     assert args.runtimes == ["onnx"]
+    assert parse_args(["--bodies", "json,float32"]).bodies == ["json", "float32"]
 
 
 def test_an_unknown_model_is_a_usage_error_naming_it(capsys):

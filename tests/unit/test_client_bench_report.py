@@ -34,3 +34,34 @@ def test_table_has_a_row_per_concurrency_with_the_served_over_in_process_ratio()
     assert len(rows) == 2
     assert rows[0].rstrip(" |").endswith("0.25") and rows[1].rstrip(" |").endswith("0.50")
     assert "| 8 × 2 |" in rows[0]
+
+
+def test_stage_breakdown_is_the_difference_of_two_metric_scrapes():
+    from bench.report import stage_table
+    from bench.stages import breakdown, parse_metrics
+
+    def text(pre_sum, inf_sum, count, queue_us):
+        return "\n".join(
+            [
+                "# HELP ts_handler_stage_seconds x",
+                f'ts_handler_stage_seconds_sum{{Stage="preprocess",ModelName="m",Level="Model",}} {pre_sum}',
+                f'ts_handler_stage_seconds_count{{Stage="preprocess",ModelName="m",Level="Model",}} {count}',
+                f'ts_handler_stage_seconds_sum{{Stage="inference",ModelName="m",Level="Model",}} {inf_sum}',
+                f'ts_handler_stage_seconds_count{{Stage="inference",ModelName="m",Level="Model",}} {count}',
+                'ts_handler_stage_seconds_sum{Stage="inference",ModelName="other",Level="Model",} 99.0',
+                f'ts_queue_latency_microseconds{{model_name="m",model_version="default",hostname="h",}} {queue_us}',
+            ]
+        )
+
+    before = parse_metrics(text(1.0, 10.0, 5, 1000.0))
+    after = parse_metrics(text(1.5, 14.0, 15, 41000.0))
+    st = breakdown(before, after, "m", seconds=8.0, requests_=20)
+    assert st["inference"]["batches"] == 10
+    assert st["inference"]["ms_per_batch"] == 400.0 and st["inference"]["ms_per_request"] == 200.0
+    assert st["inference"]["busy_share"] == 0.5 and st["preprocess"]["ms_per_request"] == 25.0
+    assert st["queue"]["ms_per_request"] == 2.0 and st["postprocess"]["batches"] == 0
+    report = {"results": [{"model": "m", "runtime": "onnx", "served": [
+        {"concurrency": 4, "requests": 20, "stages": st}
+    ]}]}  # fmt: skip
+    row = [line for line in stage_table(report) if line.startswith("| m |")]
+    assert row and "| 2.0 |" in row[0] and "200.0 (50%)" in row[0]

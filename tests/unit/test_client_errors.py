@@ -7,6 +7,7 @@ import json
 from clients.errors import (
     AuthError,
     BadRequest,
+    Conflict,
     ModelNotFound,
     Overloaded,
     PayloadTooLarge,
@@ -65,6 +66,19 @@ def test_ok_body_carrying_a_handler_error_becomes_the_same_error_as_over_rest():
 def test_unsupported_media_type_kind_keeps_its_415_when_grpc_says_ok():
     err = from_body(json.dumps({"error": "not JSON", "kind": "unsupported_media_type"}).encode())
     assert isinstance(err, UnsupportedMediaType) and err.status == 415
+
+
+def test_every_handler_error_kind_keeps_its_status_when_grpc_says_ok():
+    from handlers.errors import RequestError, status_by_kind
+
+    kinds = status_by_kind()
+    assert kinds["stale_state"] == 409 and kinds["unsupported_media_type"] == 415
+    for kind, status in kinds.items():
+        err = from_body(json.dumps({"error": "x", "kind": kind}).encode())
+        over_rest = from_http(status, json.dumps({"error": "x", "kind": kind}).encode())
+        assert err.status == status and type(err) is type(over_rest), kind
+    assert isinstance(from_body(b'{"error": "old", "kind": "stale_state"}'), Conflict)
+    assert RequestError.kind in kinds
 
 
 def test_normal_answers_are_not_mistaken_for_errors():

@@ -9,12 +9,10 @@ from handlers.errors import (
     BadEncoding,
     BadField,
     EmptyInput,
-    RequestError,
     TooLarge,
     UnsupportedMediaType,
 )
 from handlers.frequency.codec import decode_request
-from handlers.frequency.protocol import UnknownSequence, stream_control
 from handlers.frequency.settings import FrequencySettings
 
 EXPORT = {
@@ -74,6 +72,8 @@ def test_json_text_body_is_decoded():
         ({"signal": [1.0, float("inf")]}, BadField, "infinite"),
         ({"signal": [1.0, "x"]}, BadField, "only numbers"),
         ({"signal": [1.0, True]}, BadField, "only numbers"),
+        ({"signal": [1.0, 10**400]}, BadField, "float32 range"),
+        ({"signal": [1.0, 1e39]}, BadField, "float32 range"),
         ({"signal": [[1.0]]}, BadField, "only numbers"),
         ({"signal": "1,2"}, BadField, "array"),
         ({"signal": []}, EmptyInput, "empty"),
@@ -104,12 +104,47 @@ def test_bad_raw_and_undecodable_bodies_are_refused():
     assert e.value.status == 415
 
 
-def test_stream_control_from_sequence_headers():
-    assert stream_control({"content-type": "application/json"}) is None
-    ctl = stream_control({"ts_request_sequence_id": "abc", "ts_request_sequence_end": "true"})
-    assert (ctl.sequence_id, ctl.start, ctl.end) == ("abc", False, True)
-    made = stream_control({"ts_request_sequence_start": "true"})
-    assert made.start and made.sequence_id.startswith("freq-")
-    with pytest.raises(RequestError):
-        stream_control({"ts_request_sequence_end": "true"})
-    assert UnknownSequence("x").status == 404
+def test_one_shot_by_default_and_streams_start_or_continue_from_the_body():
+    one = decode_request({"body": {"signal": [0.1]}}, JSON_HEADERS, SETTINGS)
+    assert not one.streaming and not one.binary_answer
+    start = decode_request({"body": {"signal": [0.1], "stream": True}}, JSON_HEADERS, SETTINGS)
+    assert start.start and start.state is None and start.streaming
+    more = decode_request({"body": {"signal": [0.1], "state": "abc"}}, JSON_HEADERS, SETTINGS)
+    assert more.state == "abc" and not more.start and not more.frequencies_given
+    off = decode_request({"body": {"signal": [0.1], "stream": False}}, JSON_HEADERS, SETTINGS)
+    assert not off.streaming
+
+
+def test_float32_streams_use_the_stream_headers_and_accept_asks_for_float32():
+    raw = {"body": np.array([0.5], "<f4").tobytes()}
+    start = decode_request(raw, RAW_HEADERS | {"X-Stream": "Start"}, SETTINGS)
+    assert start.start and not start.binary_answer
+    more = decode_request(
+        raw,
+        RAW_HEADERS
+        | {"x-stream-state": "abc", "Accept": "application/json, application/octet-stream"},
+        SETTINGS,
+    )
+    assert more.state == "abc" and more.binary_answer and not more.frequencies_given
+    grpc = decode_request(raw | {"x-stream-state": b"abc"}, RAW_HEADERS, SETTINGS)
+    assert grpc.state == "abc"  # gRPC inputs arrive as request parameters
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "words"),
+    [
+        ({"signal": [0.1], "stream": "yes"}, JSON_HEADERS, "'stream' must be true or false"),
+        ({"signal": [0.1], "state": 5}, JSON_HEADERS, "'state' must be the string"),
+        ({"signal": [0.1], "stream": True, "state": "a"}, JSON_HEADERS, "not both"),
+        (np.array([0.5], "<f4").tobytes(), RAW_HEADERS | {"X-Stream": "yes"}, "must be 'start'"),
+        (
+            np.array([0.5], "<f4").tobytes(),
+            RAW_HEADERS | {"X-Stream": "start", "X-Stream-State": "a"},
+            "not both",
+        ),
+    ],
+)
+def test_contradictory_stream_fields_are_refused(body, headers, words):
+    with pytest.raises(BadField) as e:
+        decode_request({"body": body}, headers, SETTINGS)
+    assert words in e.value.reason

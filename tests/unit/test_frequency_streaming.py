@@ -1,59 +1,124 @@
-"""Per-sequence state: chunked streams equal whole ones, and state expires or is closed."""
+"""Stream state carried by the client: chunked streams equal whole ones, and a state token is
+checked (size, signature, key, model version, finiteness) before any of it is used."""
+
+import base64
+import os
 
 import numpy as np
 import pytest
 
+from handlers.errors import ArchiveError, BadState, StaleState
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import FrequencySettings
-from handlers.frequency.streaming import StateStore, StreamState
+from handlers.frequency.state import (
+    KEY_FILE_ENV,
+    LOCAL_KEY_NAME,
+    StateCodec,
+    StreamState,
+    load_key,
+)
 from training.common.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
+SERVED = (1.0, 3.0, 5.0, 7.0)
+KEY = b"k" * 32
 
 
-def state() -> StreamState:
-    z = np.zeros((1, 1, 4), dtype=np.float32)
-    return StreamState(h=z, c=z, frequencies=(1.0,), selectors=(0,))
+def codec(key: bytes = KEY, version: str = "v1") -> StateCodec:
+    return StateCodec(key, version, layers=2, hidden=4, num_frequencies=4)
 
 
-def test_idle_stream_expires_and_active_one_survives():
-    clock = Clock()
-    store = StateStore(idle_s=10, capacity=8, clock=clock)
-    store.put("idle", state())
-    clock.now = 6
-    store.put("active", state())
-    clock.now = 12
-    assert store.get("idle") is None
-    assert store.get("active") is not None
-    clock.now = 16.1
-    assert "active" not in store and len(store) == 0
+def state(f: int = 2, seen: int = 123) -> StreamState:
+    rng = np.random.default_rng(f)
+    h = rng.standard_normal((2, f, 4)).astype(np.float32)
+    sel = (3, 1)[:f]
+    return StreamState(h, -h, tuple(SERVED[s] for s in sel), sel, seen)
 
 
-def test_closing_a_stream_frees_its_state():
-    store = StateStore(idle_s=10, capacity=8)
-    store.put("s", state())
-    assert store.close("s") and len(store) == 0 and not store.close("s")
+def test_state_round_trips_exactly_and_is_ascii():
+    token = codec().encode(state())
+    assert token.isascii() and token.replace("-", "").replace("_", "").rstrip("=").isalnum()
+    back = codec().decode(token, SERVED)
+    np.testing.assert_array_equal(back.h, state().h)
+    np.testing.assert_array_equal(back.c, state().c)
+    assert (back.frequencies, back.selectors, back.samples_seen) == ((7.0, 3.0), (3, 1), 123)
 
 
-def test_least_recently_used_stream_is_dropped_beyond_capacity():
-    clock = Clock()
-    store = StateStore(idle_s=100, capacity=2, clock=clock)
-    for i, sid in enumerate(("a", "b")):
-        clock.now = i
-        store.put(sid, state())
-    clock.now = 3
-    store.put("a", store.get("a"))  # touch a: b is now the oldest
-    store.put("c", state())
-    assert "b" not in store and "a" in store and "c" in store
+def grow(token: str, extra: bytes) -> str:
+    return base64.urlsafe_b64encode(base64.urlsafe_b64decode(token) + extra).decode()
+
+
+def flip(token: str, at: int) -> str:
+    raw = bytearray(base64.urlsafe_b64decode(token))
+    raw[at] ^= 0x01
+    return base64.urlsafe_b64encode(bytes(raw)).decode()
+
+
+@pytest.mark.parametrize(
+    ("mangle", "words"),
+    [
+        (lambda t: t[:-8], "wrong size"),
+        (lambda t: grow(t, b"\0\0\0"), "wrong size"),
+        (lambda t: "A" * 10_000, "wrong size"),
+        (lambda t: "", "wrong size"),
+        (lambda t: t[:20] + "!" + t[21:], "not decodable"),
+        (lambda t: t[:20] + "é" + t[21:], "not decodable"),
+        (lambda t: base64.urlsafe_b64encode(b"XXXX" + b"\0" * 40).decode(), "not a stream state"),
+        (lambda t: flip(t, -30), "altered"),  # a float of c
+        (lambda t: flip(t, 13), "altered"),  # the model version's text: no 409 by forgery
+        (lambda t: 42, "must be the string"),
+    ],
+)
+def test_bad_state_is_a_400_with_a_reason(mangle, words):
+    with pytest.raises(BadState) as e:
+        codec().decode(mangle(codec().encode(state())), SERVED)
+    assert e.value.status == 400 and words in e.value.reason
+
+
+def test_non_finite_state_is_refused_even_when_signed():
+    bad = state()
+    bad.h[0, 0, 0] = np.nan
+    with pytest.raises(BadState, match="NaN or infinite"):
+        codec().decode(codec().encode(bad), SERVED)
+
+
+def test_state_of_another_model_version_or_key_is_a_409_that_says_restart():
+    token = codec(version="v1").encode(state())
+    for other in (codec(version="v2"), codec(key=b"z" * 32)):
+        with pytest.raises(StaleState) as e:
+            other.decode(token, SERVED)
+        assert e.value.status == 409 and "restart the stream" in e.value.reason
+    assert (
+        "'v1'" in pytest.raises(StaleState, codec(version="v2").decode, token, SERVED).value.reason
+    )
+
+
+def test_state_naming_unserved_frequencies_is_refused():
+    small = StateCodec(KEY, "v1", layers=2, hidden=4, num_frequencies=2)
+    with pytest.raises(BadState, match="does not serve"):
+        small.decode(codec().encode(state()), SERVED[:2])  # selector 3 of a 2-frequency model
+
+
+def test_key_comes_from_the_named_file(tmp_path):
+    (tmp_path / "key").write_text("a-secret-from-a-kubernetes-secret\n")
+    assert load_key({KEY_FILE_ENV: str(tmp_path / "key")}) == b"a-secret-from-a-kubernetes-secret"
+    (tmp_path / "short").write_text("tiny")
+    with pytest.raises(ArchiveError, match="under 16 bytes"):
+        load_key({KEY_FILE_ENV: str(tmp_path / "short")})
+    with pytest.raises(ArchiveError, match="cannot read"):
+        load_key({KEY_FILE_ENV: str(tmp_path / "missing")})
+
+
+def test_local_key_is_generated_once_private_and_shared_by_workers(tmp_path):
+    env = {"TMPDIR": str(tmp_path)}
+    first = load_key(env)
+    assert len(first) >= 32 and load_key(env) == first  # a second worker reads the same key
+    path = tmp_path / LOCAL_KEY_NAME
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCAL_KEY_NAME]  # no temp left over
+    assert load_key({"TMPDIR": str(tmp_path / "other")}) != first
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +152,15 @@ def test_streams_batched_together_do_not_leak_state(engine):
     ((alone_b, _),) = engine.stream([(rb, engine.zero_state(rb))])
     np.testing.assert_allclose(together[1][0].signal, alone_b.signal, atol=1e-5)
     assert together[0][0].signal.shape == (1, 300) and together[1][1].h.shape[1] == 2
+
+
+def test_std_band_equals_the_spread_of_the_mc_samples(engine):
+    from handlers.frequency.engine import StdBand
+    from handlers.uncertainty import regress_with_uncertainty
+
+    features = np.random.default_rng(0).standard_normal((3, 50, engine.head.weights[0].shape[1]))
+    features = features.astype(np.float32)
+    band = StdBand(engine.head, engine.masks)
+    assert band.linear  # the exported head: the folded path is the one served
+    want = regress_with_uncertainty(features, engine.head, engine.masks)[1][..., 0]
+    np.testing.assert_allclose(band(features), want, rtol=1e-4, atol=1e-6)

@@ -161,3 +161,22 @@ def test_image_carries_the_handlers_and_every_project_module_the_pull_tool_impor
             if not any(f == s or (s.endswith("/") and f.startswith(s)) for s in sources)
         ]
         assert not missing, f"{kind} image lacks {missing}"
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_image_carries_haproxy_and_the_pod_proxy_config(kind):
+    runs = " ".join(args for op, args in instructions(DOCKERFILES[kind]) if op == "RUN")
+    assert re.search(r"apt-get install [^&]*\bhaproxy\b", runs), "the pod proxy needs HAProxy"
+    sources = copy_sources(kind)
+    assert {"docker/proxy.sh", "docker/haproxy.cfg"} <= set(sources)
+    assert "auth_proxy" not in DOCKERFILES[kind].read_text()
+    # proxy.sh finds the config next to itself, so both land in the same folder.
+    copies = [args.split()[-1] for op, args in instructions(DOCKERFILES[kind]) if op == "COPY"]
+    dests = {
+        dest
+        for (op, args), dest in zip(
+            [i for i in instructions(DOCKERFILES[kind]) if i[0] == "COPY"], copies, strict=True
+        )
+        if "proxy.sh" in args or "haproxy.cfg" in args
+    }
+    assert len(dests) == 1, dests

@@ -375,3 +375,31 @@ def test_serving_tokenization_matches_training_on_the_real_tokenizer():
     np.testing.assert_array_equal(served.input_ids, trained.input_ids)
     np.testing.assert_array_equal(served.attention_mask, trained.attention_mask)
     assert served.truncated == (False, False, True, False)
+
+
+def test_requests_past_the_batch_token_budget_get_a_fast_503_with_retry_after(toy_dir, predictor):
+    budgeted = SentimentHandler()
+    budgeted.initialize(make_context(toy_dir, SERVE_CONFIG | {"max_batch_tokens": 12}))
+    long = "a rather long review that goes on about the plot and the cast " * 3
+    answers = run_batch(budgeted, [good(long), good(long), good("fun"), ({"x": 1}, None)])
+    (s0, b0, _), (s1, b1, h1), (s2, b2, _), (s3, b3, _) = answers
+    # The first request always runs, even over the budget; the second would exceed it.
+    assert s0 == 200
+    assert_same_prediction(b0, predictor.predict([long])[0])
+    assert s1 == 503 and b1["kind"] == "overloaded" and h1["Retry-After"] == "1"
+    # A request that was refused anyway keeps its own 4xx, and costs no budget.
+    assert s3 == 400 and b3["kind"] != "overloaded"
+    # The short text does not fit behind the long one either: 3 + its tokens > 12.
+    assert s2 == 503 and b2["kind"] == "overloaded"
+
+
+def test_refusal_reason_phrase_is_ascii_and_the_client_text_is_in_the_body(handler):
+    """TorchServe 0.12 frames the reason phrase by characters but writes UTF-8: client text there
+    kills the worker. The phrase is the standard one; the client's text is in the JSON body."""
+    ctx = make_context(Path("unused"), SERVE_CONFIG)
+    ctx.request_processor = [RequestProcessor({"body": {"content-type": "t\u00ebxt/\u00fc"}})]
+    ctx.request_ids = {0: "req-0"}
+    [out] = handler.handle([{"body": b'{"text": "x"}'}], ctx)
+    assert ctx.get_response_status(0) == (415, "Unsupported Media Type")
+    body = json.loads(out)
+    assert "\u00eb" in body["error"] and body["kind"] == "unsupported_media_type"

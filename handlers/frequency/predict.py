@@ -1,0 +1,174 @@
+"""Signal requests → typed extractions → response bodies: windows or stream steps through the
+runtime, the MC-dropout std band, and the stream state the client carries to its next chunk.
+Used by the TorchServe handler and, unchanged, in-process by tests and tools.
+
+One-shot requests of a batch share one runtime call (all their windows); stream chunks share one
+call per chunk length, each starting from the state its client sent. Nothing outlives a request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from handlers.errors import BadField, RequestError, header_value
+from handlers.frequency.codec import SignalRequest
+from handlers.frequency.engine import Components, FrequencyEngine
+from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.state import StateCodec, StreamState, load_key
+from handlers.frequency.windowing import num_windows
+
+STATE_HEADER = "X-Stream-State"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The answer to one request."""
+
+    frequencies: tuple[float, ...]
+    components: Components
+    windows: int | None
+    """Windows a one-shot request was split into (None for a stream chunk)."""
+    state: str | None = None
+    """The stream's state after this chunk, for the client's next one (None: one-shot)."""
+    samples_seen: int | None = None
+    binary: bool = False
+    """Answer as float32 (the client sent Accept: application/octet-stream)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    body: str | bytes
+    content_type: str
+    headers: dict[str, str]
+
+
+class FrequencyPredictor:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        settings: FrequencySettings,
+        version: str,
+        device: str = "cpu",
+        name: str = "frequency",
+        state_key: bytes | None = None,
+    ):
+        self.settings = settings
+        self.model = {"name": name, "version": version}
+        self.engine = FrequencyEngine(settings, model_dir, device)
+        self.states = StateCodec(
+            state_key if state_key is not None else load_key(),
+            version,
+            settings.layers,
+            settings.hidden,
+            len(settings.frequencies),
+        )
+
+    @classmethod
+    def from_dir(
+        cls,
+        model_dir: str | Path,
+        config: dict | None = None,
+        device: str = "cpu",
+        name: str = "frequency",
+        state_key: bytes | None = None,
+    ) -> FrequencyPredictor:
+        """Load from a directory holding manifest.json and the exported files (artifact dir or
+        unpacked archive); `config` is the model-config's `handler:` block."""
+        manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+        settings = FrequencySettings.from_sources(config, manifest["handler"])
+        return cls(model_dir, settings, manifest["version"], device, name, state_key)
+
+    def predict(
+        self, requests: list[SignalRequest | RequestError]
+    ) -> list[Extraction | RequestError]:
+        """One answer per request, in order; a refused one stays its RequestError."""
+        results: list = list(requests)
+        one_shot = [
+            i for i, r in enumerate(requests) if isinstance(r, SignalRequest) and not r.streaming
+        ]
+        s = self.settings
+        for i, comp in zip(
+            one_shot, self.engine.windows([requests[i] for i in one_shot]), strict=True
+        ):
+            req = requests[i]
+            n = num_windows(req.signal.shape[0], s.window, s.hop)
+            results[i] = Extraction(req.frequencies, comp, n, binary=req.binary_answer)
+        chunks, idxs = [], []
+        for i, req in enumerate(requests):
+            if isinstance(req, SignalRequest) and req.streaming:
+                try:
+                    chunks.append(self._continue(req))
+                    idxs.append(i)
+                except RequestError as err:
+                    results[i] = err
+        for i, (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
+            results[i] = Extraction(
+                state.frequencies,
+                comp,
+                None,
+                self.states.encode(state),
+                state.samples_seen,
+                requests[i].binary_answer,
+            )
+        return results
+
+    def _continue(self, req: SignalRequest) -> tuple[SignalRequest, StreamState]:
+        """The chunk and the state it starts from; a continuation keeps its stream's frequencies."""
+        if req.start:
+            return req, self.engine.zero_state(req)
+        state = self.states.decode(req.state, self.settings.frequencies)
+        if req.frequencies_given and req.frequencies != state.frequencies:
+            raise BadField(
+                f"this stream extracts {list(state.frequencies)}; a chunk cannot change them "
+                "(leave 'frequencies' out, or start a new stream)"
+            )
+        return SignalRequest(req.signal, req.sample_rate, state.frequencies, state.selectors), state
+
+    def body(self, answer: Extraction) -> dict:
+        """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
+        comp = answer.components
+        body: dict = {
+            "sample_rate": self.settings.sample_rate,
+            "components": [
+                {"frequency": f, "signal": comp.signal[j], "std": comp.std[j]}
+                for j, f in enumerate(answer.frequencies)
+            ],
+            "model": dict(self.model),
+        }
+        if answer.state is not None:
+            body["state"] = answer.state
+            body["samples_seen"] = answer.samples_seen
+        return body
+
+    def reply(self, answer: Extraction) -> Reply:
+        """Body, content type and headers of one answer; JSON unless the client accepts float32.
+
+        The float32 answer is (2, F, N) little-endian: the signals, then the std bands, one row
+        per frequency in X-Frequencies order; its headers describe the layout. A stream's state
+        is in the X-Stream-State header of every answer, and in the body of a JSON one.
+        """
+        stream = {}
+        if answer.state is not None:
+            # Our own URL-safe base64: ASCII by construction, never client text.
+            stream = {STATE_HEADER: answer.state, "X-Samples-Seen": str(answer.samples_seen)}
+        if not answer.binary:
+            # orjson writes each float32 as the shortest text that reads back as that float32
+            # (exact, and 20x faster than json.dumps over rounded Python floats: 1 ms vs 21 ms
+            # for 2,000 samples x 4 frequencies). The JSON is ASCII.
+            body = orjson.dumps(self.body(answer), option=orjson.OPT_SERIALIZE_NUMPY)
+            return Reply(body, "application/json", stream)
+        comp = answer.components
+        data = np.stack([comp.signal, comp.std]).astype("<f4", copy=False)
+        headers = {
+            "X-Shape": ",".join(str(d) for d in data.shape),
+            "X-Layout": "band,frequency,sample float32le; bands signal,std",
+            "X-Frequencies": ",".join(f"{f:g}" for f in answer.frequencies),
+            "X-Sample-Rate": str(self.settings.sample_rate),
+            "X-Model-Version": header_value(self.model["version"]),
+        }
+        return Reply(data.tobytes(), "application/octet-stream", headers | stream)

@@ -1,0 +1,250 @@
+"""The frequency handler in-process: the tiny model the training code makes, TorchServe's own
+Context around it, no server. One-shot and stream answers, the state a client carries between
+chunks (to any worker), float32 answers, and refusals that never fail their batch neighbours."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from ts.context import Context, RequestProcessor
+from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
+
+from handlers.frequency.codec import SignalRequest
+from handlers.frequency.predict import STATE_HEADER, Extraction, FrequencyPredictor
+from handlers.frequency.state import KEY_FILE_ENV
+from handlers.frequency_handler import BATCH_SIZE_HEADER, FrequencyHandler
+from training.frequency.config import CONFIGS
+from training.frequency.data import make_signal
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = {"runtime": "onnx", "threads": 1, "max_samples": 5000, "mc_samples": 8}
+KEY = b"a-test-key-shared-by-every-worker"
+JSON = "application/json"
+RAW = "application/octet-stream"
+
+
+def make_context(model_dir: Path) -> Context:
+    return Context(
+        "frequency", str(model_dir), {"model": {"modelName": "frequency"}}, 8, None, "0.12.0",
+        metrics=MetricsCacheYamlImpl(str(ROOT / "metrics.yaml")),
+        model_yaml_config={"batchSize": 8, "handler": CONFIG},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def key_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("state-key") / "key"
+    path.write_bytes(KEY)
+    return path
+
+
+def new_handler(model_dir: Path, key_file: Path) -> FrequencyHandler:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(KEY_FILE_ENV, str(key_file))
+        h = FrequencyHandler()
+        h.initialize(make_context(model_dir))
+    return h
+
+
+@pytest.fixture(scope="module")
+def handler(frequency_artifacts, key_file):
+    return new_handler(frequency_artifacts, key_file)
+
+
+@pytest.fixture(scope="module")
+def predictor(frequency_artifacts):
+    return FrequencyPredictor.from_dir(frequency_artifacts, CONFIG, state_key=KEY)
+
+
+@pytest.fixture(scope="module")
+def signal() -> np.ndarray:
+    return make_signal(CONFIGS["tiny"].signal, seed=3).mixed[:1200]
+
+
+def run_batch(handler, requests: list[tuple[object, dict]]):
+    """[(body, request headers)] → [(status, body, response headers)], as TorchServe would; JSON
+    bodies are parsed, float32 ones returned as bytes."""
+    ctx = make_context(Path("unused"))
+    data, processors = [], []
+    for body, headers in requests:
+        data.append({"body": body})
+        ctype = headers.get("Content-Type", JSON)
+        processors.append(RequestProcessor({"body": {"content-type": ctype}} | headers))
+    ctx.request_processor = processors
+    ctx.request_ids = {i: f"req-{i}" for i in range(len(requests))}
+    out = handler.handle(data, ctx)
+    assert len(out) == len(requests)
+    results = []
+    for i, body in enumerate(out):
+        headers = ctx.get_response_headers(i)
+        parsed = body if headers["content-type"] == RAW else json.loads(body)
+        results.append((ctx.get_response_status(i)[0], parsed, headers))
+    return results
+
+
+def as_json(payload: dict) -> tuple[bytes, dict]:
+    return json.dumps(payload).encode(), {"Content-Type": JSON}
+
+
+def components(body: dict) -> np.ndarray:
+    return np.array([c["signal"] for c in body["components"]])
+
+
+def stream_through(handlers, chunks, frequencies=(1, 7)) -> tuple[np.ndarray, dict]:
+    """Send chunks as one stream, chunk k to handlers[k % len(handlers)]."""
+    parts, state, body = [], None, {}
+    for k, chunk in enumerate(chunks):
+        payload = {"signal": chunk.tolist()}
+        payload |= {"stream": True, "frequencies": list(frequencies)} if state is None else {}
+        payload |= {"state": state} if state is not None else {}
+        [(status, body, headers)] = run_batch(handlers[k % len(handlers)], [as_json(payload)])
+        assert status == 200, body
+        assert headers[STATE_HEADER] == body["state"]
+        state = body["state"]
+        parts.append(components(body))
+    return np.concatenate(parts, axis=1), body
+
+
+def test_one_shot_answer_schema_and_values(handler, predictor, signal):
+    [(status, body, headers)] = run_batch(
+        handler, [as_json({"signal": signal.tolist(), "frequencies": [3, 1]})]
+    )
+    assert status == 200 and headers["content-type"] == JSON and headers[BATCH_SIZE_HEADER] == "1"
+    assert set(body) == {"sample_rate", "components", "model"}  # no state: not a stream
+    assert body["model"]["name"] == "frequency" and body["model"]["version"]
+    assert [c["frequency"] for c in body["components"]] == [3.0, 1.0]
+    want = predictor.predict([SignalRequest(signal.astype(np.float32), 1000, (3.0, 1.0), (1, 0))])
+    assert isinstance(want[0], Extraction) and want[0].windows > 1
+    np.testing.assert_allclose(components(body), want[0].components.signal, atol=1e-6)
+    std = np.array([c["std"] for c in body["components"]])
+    assert std.shape == (2, signal.size) and std.min() >= 0 and std.max() > 0
+
+
+def test_stream_chunks_equal_the_whole_signal_and_carry_their_state(handler, signal):
+    whole, _ = stream_through([handler], [signal])
+    parts, last = stream_through([handler], np.array_split(signal, [1, 333, 334, 900]))
+    assert last["samples_seen"] == signal.size and isinstance(last["state"], str)
+    assert [c["frequency"] for c in last["components"]] == [1.0, 7.0]  # kept from the start
+    assert float(np.abs(parts - whole).max()) <= 1e-5
+
+
+def test_any_worker_continues_a_stream_with_the_shared_key(handler, frequency_artifacts, key_file):
+    other = new_handler(
+        frequency_artifacts, key_file
+    )  # another worker: nothing in common but the key
+    signal = make_signal(CONFIGS["tiny"].signal, seed=8).mixed[:900]
+    whole, _ = stream_through([handler], [signal])
+    parts, _ = stream_through([handler, other], np.array_split(signal, 6))
+    assert float(np.abs(parts - whole).max()) <= 1e-5
+
+
+def start(handler, signal, frequencies=(1, 7)) -> str:
+    payload = {"signal": signal[:100].tolist(), "stream": True, "frequencies": list(frequencies)}
+    [(status, body, _)] = run_batch(handler, [as_json(payload)])
+    assert status == 200
+    return body["state"]
+
+
+def test_a_chunk_cannot_change_its_streams_frequencies(handler, signal):
+    state = start(handler, signal)
+    [(status, body, _)] = run_batch(
+        handler, [as_json({"signal": [0.1], "state": state, "frequencies": [3]})]
+    )
+    assert status == 400 and "cannot change" in body["error"]
+    [(status, _, _)] = run_batch(
+        handler, [as_json({"signal": [0.1], "state": state, "frequencies": [1, 7]})]
+    )
+    assert status == 200
+
+
+def test_state_from_another_model_version_is_a_409(handler, frequency_artifacts, signal):
+    old = FrequencyPredictor.from_dir(frequency_artifacts, CONFIG, state_key=KEY)
+    old_version = FrequencyPredictor(
+        frequency_artifacts, old.settings, "1999.01.01-old", state_key=KEY
+    )
+    [answer] = old_version.predict(
+        [SignalRequest(signal[:50].astype(np.float32), 1000, (1.0,), (0,), start=True)]
+    )
+    [(status, body, _)] = run_batch(handler, [as_json({"signal": [0.1], "state": answer.state})])
+    assert status == 409 and body["kind"] == "stale_state"
+    assert "1999.01.01-old" in body["error"] and "restart the stream" in body["error"]
+
+
+def test_float32_answer_has_its_layout_in_headers_and_equals_json(handler, signal):
+    raw = signal.astype("<f4").tobytes()
+    headers = {"Content-Type": RAW, "X-Frequencies": "5,1", "Accept": RAW}
+    [(status, body, out)] = run_batch(handler, [(raw, headers)])
+    assert status == 200 and out["content-type"] == RAW and isinstance(body, bytes)
+    assert out["X-Shape"] == f"2,2,{signal.size}" and out["X-Frequencies"] == "5,1"
+    data = np.frombuffer(body, "<f4").reshape(2, 2, signal.size)
+    [(_, as_json_body, _)] = run_batch(
+        handler, [as_json({"signal": signal.tolist(), "frequencies": [5, 1]})]
+    )
+    # JSON numbers are the shortest text of each float32: both answers hold the same floats.
+    np.testing.assert_array_equal(data[0], components(as_json_body).astype(np.float32))
+    std = np.array([c["std"] for c in as_json_body["components"]], dtype=np.float32)
+    np.testing.assert_array_equal(data[1], std)
+    assert STATE_HEADER not in out  # one-shot
+
+
+def test_float32_stream_carries_its_state_in_headers(handler, signal):
+    raw = [c.astype("<f4").tobytes() for c in np.array_split(signal, 3)]
+    first = {"Content-Type": RAW, "X-Frequencies": "3", "X-Stream": "start", "Accept": RAW}
+    [(status, a, ha)] = run_batch(handler, [(raw[0], first)])
+    assert status == 200 and ha["X-Samples-Seen"] == str(len(raw[0]) // 4)
+    parts = [np.frombuffer(a, "<f4").reshape(2, 1, -1)[0]]
+    state = ha[STATE_HEADER]
+    for chunk in raw[1:]:
+        [(status, b, hb)] = run_batch(
+            handler, [(chunk, {"Content-Type": RAW, STATE_HEADER: state, "Accept": RAW})]
+        )
+        assert status == 200 and hb["X-Frequencies"] == "3"
+        parts.append(np.frombuffer(b, "<f4").reshape(2, 1, -1)[0])
+        state = hb[STATE_HEADER]
+    whole, _ = stream_through([handler], [signal], frequencies=(3,))
+    assert float(np.abs(np.concatenate(parts, axis=1) - whole).max()) <= 1e-5
+
+
+def test_bad_requests_in_a_mixed_batch_fail_alone(handler, signal):
+    state = start(handler, signal)
+    good_one_shot = as_json({"signal": signal[:300].tolist(), "frequencies": [3]})
+    good_chunk = as_json({"signal": signal[100:200].tolist(), "state": state})
+    results = run_batch(
+        handler,
+        [
+            good_one_shot,
+            as_json({"signal": [0.1], "state": state[:-8]}),
+            good_chunk,
+            (b'{"signal": [1.0, NaN]}', {"Content-Type": JSON}),
+            as_json({"signal": [0.1], "state": state[:30] + "!" + state[31:]}),
+        ],
+    )
+    assert [r[0] for r in results] == [200, 400, 200, 400, 400]
+    assert {r[2][BATCH_SIZE_HEADER] for r in results} == {"5"}
+    assert [r[1].get("kind") for r in results] == [
+        None,
+        "bad_state",
+        None,
+        "bad_field",
+        "bad_state",
+    ]
+    [(_, alone, _)] = run_batch(handler, [good_chunk])
+    np.testing.assert_allclose(components(results[2][1]), components(alone), atol=1e-6)
+
+
+def test_model_config_in_the_repository_parses_and_has_no_stream_store(frequency_artifacts):
+    config = yaml.safe_load((ROOT / "handlers" / "frequency" / "model-config.yaml").read_text())
+    assert not {"stream_idle_s", "max_streams"} & set(config["handler"])
+    predictor = FrequencyPredictor.from_dir(frequency_artifacts, config["handler"], state_key=KEY)
+    assert predictor.settings.mc_samples >= 2
+
+
+def test_unknown_or_retired_handler_setting_fails_at_load_naming_it(frequency_artifacts):
+    from handlers.errors import ArchiveError
+
+    with pytest.raises(ArchiveError, match="unknown frequency handler settings: stream_idle_s"):
+        FrequencyPredictor.from_dir(
+            frequency_artifacts, CONFIG | {"stream_idle_s": 300}, state_key=KEY
+        )
