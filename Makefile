@@ -15,19 +15,29 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve metrics stop test test-unit lint clean publish pull k8s loadtest bench
+.PHONY: help install train archive serve serve-pulled metrics stop test test-unit lint clean publish promote pull k8s loadtest bench
 
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m clients.protogen
+	$(activate-hook)
 	touch $@
 
+# `source .venv/bin/activate` then also sets TS_CONFIG_FILE, so a bare `torchserve --start` serves
+# with this checkout's config.properties (deploy/venv-activate.sh says how). Idempotent: the block
+# between its markers is replaced, never appended twice.
+define activate-hook
+sed -i '/^# >>> torchserve-deploy/,/^# <<< torchserve-deploy/d' $(VENV)/bin/activate
+cat deploy/venv-activate.sh >> $(VENV)/bin/activate
+endef
+
 install: $(STAMP) haproxy ## Make .venv and install the pinned requirements (every target depends on it)
+	@$(activate-hook)
 
 # HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
 .PHONY: haproxy
@@ -46,15 +56,32 @@ $(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(wildcard handlers/*.py handlers/*
 
 archive: $(foreach m,$(MODELS),$(STORE)/$(m).mar) ## Build model_store/<model>.mar with torch-model-archiver
 
+# TorchServe starts in the background from the repo root (key_file.json lands here). Its output goes
+# to logs/torchserve.out, never to the caller's stdout/stderr: `make serve | tee x` returns once the
+# models are READY. TS_CONFIG_FILE wins over --ts-config in TorchServe 0.12, so it is set here too.
+define start-torchserve
+mkdir -p logs
+TS_CONFIG_FILE=$(CURDIR)/config.properties $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
+	|| { cat logs/torchserve.out >&2; exit 1; }
+$(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
+	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; exit 1; }
+endef
+
 serve: archive ## Train what is missing, archive, start TorchServe in the background
-	$(VENV)/bin/torchserve --start --ts-config config.properties --ncs
-	$(PY) -m deploy.wait_ready --config config.properties $(MODELS)
+	$(start-torchserve)
+
+serve-pulled: | $(STAMP) ## Start TorchServe on model_store/ as it is (after `make pull`): never trains or rebuilds
+	@for m in $(MODELS); do test -f $(STORE)/$$m.mar || { echo "no $(STORE)/$$m.mar: run make pull (or make archive) first" >&2; exit 2; }; done
+	$(start-torchserve)
 
 metrics: ## Show the custom handler metrics of the local TorchServe (docs/observability.md)
-	curl -sf http://127.0.0.1:8082/metrics | grep -E '^ts_handler_|^ts_inference_requests_total'
+	@out=$$(curl -sf http://127.0.0.1:8082/metrics) \
+		|| { echo "no metrics at http://127.0.0.1:8082/metrics: is TorchServe running (make serve)?" >&2; exit 1; }; \
+	grep -E '^ts_handler_|^ts_inference_requests_total' <<<"$$out" \
+		|| echo "no handler metrics yet: TorchServe creates them at a model's first request"
 
 stop: ## Stop TorchServe
-	-$(VENV)/bin/torchserve --stop
+	-$(VENV)/bin/torchserve --stop --foreground  # waits until the server has exited
 
 # Load test and benchmark (docs/clients.md). LOADTEST_ARGS e.g. "--shape spike --slo-p95-ms 1500".
 LOADTEST_ARGS ?=
@@ -62,6 +89,8 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 	mkdir -p reports
 	$(VENV)/bin/locust -f loadtests/locustfile.py --headless --only-summary --csv reports/loadtest --html reports/loadtest.html $(LOADTEST_ARGS)
 
+# BENCH_ARGS: options of `python -m bench`, e.g. "--models sentiment --runtimes onnx --concurrency 1,4".
+BENCH_ARGS ?=
 bench: archive ## In-process vs served throughput/latency, TorchScript and ONNX; reports/bench.{json,md}
 	$(PY) -m bench $(BENCH_ARGS)
 
@@ -77,6 +106,10 @@ S3_ARGS = --bucket "$(BUCKET)" --prefix "$(PREFIX)" $(if $(ENDPOINT),--endpoint-
 publish: $(foreach m,$(MODEL),$(STORE)/$(m).mar) ## Publish model_store/<MODEL>.mar to s3://BUCKET/PREFIX (VERSION= overrides the manifest's)
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy publish $(STORE)/$$m.mar $(S3_ARGS) $(if $(VERSION),--version $(VERSION)); done
+
+promote: $(STAMP) ## Point STAGE at VERSION (default: the version `make publish` gave model_store/<MODEL>.mar)
+	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
+	for m in $(MODEL); do $(PY) -m deploy promote $$m $(if $(VERSION),$(VERSION),--archive $(STORE)/$$m.mar) --stage $(STAGE) $(S3_ARGS); done
 
 pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into model_store/, sha256-verified
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }

@@ -8,6 +8,7 @@ asking for all four frequencies.
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4
     python -m bench --models frequency --runtimes onnx --workers 1,2   # worker count compared
+    python -m bench --models sentiment,frequency --bodies json   # lists are comma-separated
 
 Archives are built here as <model>_ts / <model>_onnx (deploy.archive --runtime --name) and served
 together by one TorchServe from build/bench/. In-process runs before the server starts, so the
@@ -35,6 +36,7 @@ from loadtests.payloads import Payloads, PayloadSettings
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx"}
 RUNTIME_FILE = {"torchscript": "model.pt", "onnx": "model.onnx"}
+MODELS = ("sentiment", "frequency")
 
 
 def bench_payloads(model: str, n: int, signal_samples: int = 2000) -> list[dict]:
@@ -69,17 +71,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--artifacts", type=Path, default=ROOT / "artifacts", help="holds <model>/manifest.json"
     )
-    p.add_argument("--models", nargs="+", default=["sentiment", "frequency"])
+    # Lists are comma-separated, like --concurrency here and --models in the load test.
+    p.add_argument("--models", default="sentiment,frequency", help="comma-separated models")
     p.add_argument(
-        "--runtimes", nargs="+", default=["torchscript", "onnx"], choices=sorted(RUNTIME_SUFFIX)
+        "--runtimes", default="torchscript,onnx", help="comma-separated: torchscript, onnx"
     )
     p.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrent callers")
     p.add_argument(
         "--bodies",
-        nargs="+",
-        default=["json", "float32"],
-        choices=("json", "float32"),
-        help="frequency body kinds (sentiment is always JSON)",
+        default="json,float32",
+        help="comma-separated frequency body kinds: json, float32 (sentiment is always JSON)",
     )
     p.add_argument(
         "--workers", default="", help="comma-separated workers per model (default: model-config)"
@@ -92,7 +93,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--protocol", choices=("rest", "grpc"), default="rest")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.models = _comma_list(args.models)
+    args.runtimes = _comma_list(args.runtimes)
+    for model in args.models:
+        if model not in MODELS:
+            p.error(f"unknown model {model!r} in --models (known: {', '.join(MODELS)})")
+    for runtime in args.runtimes:
+        if runtime not in RUNTIME_SUFFIX:
+            p.error(f"unknown runtime {runtime!r} in --runtimes (known: torchscript, onnx)")
+    args.bodies = _comma_list(args.bodies)
+    for body in args.bodies:
+        if body not in ("json", "float32"):
+            p.error(f"unknown body kind {body!r} in --bodies (known: json, float32)")
+    return args
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
@@ -119,8 +137,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
-    worker_counts = [int(w) for w in args.workers.split(",") if w.strip()] or [None]
+    levels = [int(c) for c in _comma_list(args.concurrency)]
+    worker_counts = [int(w) for w in _comma_list(args.workers)] or [None]
     todo = plan(args)
     if not todo:
         return 1

@@ -62,9 +62,12 @@ def with_token(tokens: TokenSource, kind: str, call: Callable[[str | None], T]) 
     key = tokens.get(kind)
     try:
         return call(key)
-    except AuthError:
+    except AuthError as e:
         fresh = tokens.refresh(kind, key)
         if fresh is None:
+            missing = tokens.why_missing(kind) if key is None else None
+            if missing:  # say where the key was looked for, not just "authorization failed"
+                raise AuthError(f"{e.reason}: {missing}", kind=e.kind, protocol=e.protocol) from e
             raise
         return call(fresh)
 

@@ -62,6 +62,21 @@ class TokenSource:
                 )
             return self._cache.get(kind)
 
+    def why_missing(self, kind: str) -> str | None:
+        """Why there is no `kind` key, naming where it was looked for; None when there is one."""
+        if self.get(kind):
+            return None
+        var = ENV_VARS.get(kind, "")
+        if self.key_file is None:
+            return f"no {kind} key: no key file given and {var} is not set"
+        where = self.key_file.resolve()
+        if not where.exists():
+            return (
+                f"no {kind} key: {where} does not exist and {var} is not set (TorchServe writes "
+                "key_file.json into the folder it was started from; pass --key-file)"
+            )
+        return f"no {kind} key in {where}"
+
     def refresh(self, kind: str, rejected: str | None) -> str | None:
         """A fresh key of `kind` to replace `rejected`, or None when there is none to be had."""
         with self._lock:

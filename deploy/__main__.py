@@ -1,10 +1,12 @@
 """python -m deploy publish|promote|rollback|list|pull: the S3 model store from the command line.
 
+    python -m deploy create-bucket --bucket B
     python -m deploy publish model_store/sentiment.mar --bucket B --prefix models
-    python -m deploy promote sentiment 2026.11.25-213100-abc --stage production --bucket B
+    python -m deploy promote sentiment 2026.11.25-213100-abc123def456 --stage production --bucket B
+    python -m deploy promote sentiment --archive model_store/sentiment.mar --stage production --bucket B
     python -m deploy rollback sentiment --stage production --bucket B
     python -m deploy list [sentiment] --bucket B
-    python -m deploy pull sentiment --stage production --dest /home/model-server/model-store --bucket B
+    python -m deploy pull sentiment --stage production --dest model_store --bucket B
 
 Credentials and region: the standard AWS chain. --endpoint-url (or AWS_ENDPOINT_URL) for
 S3-compatible stores. --bucket / --prefix default to MODEL_BUCKET / MODEL_PREFIX.
@@ -28,6 +30,8 @@ from deploy.s3 import (
     pull,
     rollback,
 )
+from deploy.s3.archive_info import read_training_manifest
+from deploy.s3.bucket import create_bucket
 from deploy.s3.catalog import format_rows
 
 
@@ -53,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
+    sub.add_parser(
+        "create-bucket", parents=[common], help="create the bucket (once, before publish)"
+    )
+
     s = sub.add_parser("publish", parents=[common], help="upload a .mar as a new immutable version")
     s.add_argument("archive")
     s.add_argument("--version", help="default: the version in the archive's manifest.json")
@@ -60,7 +68,10 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("promote", parents=[common], help="point a stage at a published version")
     s.add_argument("model")
-    s.add_argument("version")
+    s.add_argument("version", nargs="?", help="or --archive")
+    s.add_argument(
+        "--archive", help="promote the version `publish` gave this .mar (its manifest's version)"
+    )
     s.add_argument("--stage", required=True, choices=STAGES)
 
     s = sub.add_parser(
@@ -92,12 +103,16 @@ def run(args: argparse.Namespace) -> str:
         max_attempts=args.max_attempts,
     )
     progress = not args.no_progress
+    if args.command == "create-bucket":
+        created = create_bucket(args.bucket, settings)
+        return f"{'created' if created else 'already there:'} s3://{args.bucket}"
     if args.command == "publish":
         done = publish(args.archive, layout, args.version, args.model, settings, progress)
         m = done.manifest
         return f"published {m['model']} {m['version']} ({m['size']} bytes, sha256 {m['sha256']}) to {done.archive_url}"
     if args.command == "promote":
-        doc = promote(args.model, args.version, args.stage, layout, settings)
+        version = args.version or read_training_manifest(args.archive).get("version")
+        doc = promote(args.model, version, args.stage, layout, settings)
         return f"{args.model} {args.stage} -> {doc['version']}"
     if args.command == "rollback":
         doc = rollback(args.model, args.stage, layout, settings)
@@ -108,7 +123,11 @@ def run(args: argparse.Namespace) -> str:
         args.model, args.dest, layout, args.version, args.stage, args.name, settings, progress
     )
     m = got.manifest
-    return f"pulled {m['model']} {m['version']} (sha256 {m['sha256']} verified) to {got.path}"
+    served = m.get("training_version") or m["version"]
+    return (
+        f"pulled {m['model']} {m['version']} (sha256 {m['sha256']} verified) to {got.path}; "
+        f"answers report model.version {served}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.bucket:
         parser.error("--bucket (or MODEL_BUCKET) is required")
+    if args.command == "promote" and (args.version is None) == (args.archive is None):
+        parser.error("promote takes exactly one of VERSION or --archive")
     try:
         print(run(args))
     except (StoreError, ValueError, OSError) as e:  # OSError: e.g. --dest is not a folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -60,13 +61,22 @@ def model_status(management_url: str, key: str, model: str, timeout: float = 5) 
 
 
 def wait_ready(
-    management_url: str, keyfile_dir: str | Path, models: list[str], timeout: float = 300
+    management_url: str,
+    keyfile_dir: str | Path,
+    models: list[str],
+    timeout: float = 300,
+    alive: Callable[[], bool] | None = None,
 ) -> None:
-    """Block until every model has at least one READY worker, or raise TimeoutError."""
+    """Block until every model has at least one READY worker, or raise TimeoutError.
+
+    alive: says whether the server still runs; when it stops, waiting ends at once.
+    """
     deadline = time.monotonic() + timeout
     pending = list(models)
     last = ""
     while pending and time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise TimeoutError(f"TorchServe exited before {pending} were ready ({last})")
         try:
             key = read_keys(keyfile_dir)["management"]
             for model in list(pending):

@@ -6,9 +6,29 @@ python -m deploy.wait_ready --config config.properties sentiment frequency
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from deploy.serving import read_properties, wait_ready
+
+
+def server_running() -> bool:
+    """False once the server `torchserve --start` recorded in $TMPDIR/.model_server.pid has
+    exited (a bad setting, a port in use): then waiting is pointless. True when unsure."""
+    pid_file = Path(tempfile.gettempdir()) / ".model_server.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return True  # started some other way, or elsewhere: wait for the timeout
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     props = read_properties(args.config)
     try:
-        wait_ready(props["management_address"], args.keys_dir, args.models, args.timeout)
+        wait_ready(
+            props["management_address"], args.keys_dir, args.models, args.timeout, server_running
+        )
     except TimeoutError as e:
         print(f"wait_ready: {e}", file=sys.stderr)
         return 1

@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.served",
     "reliability.fixtures",
     "tests.fixtures.s3",
+    "tests.fixtures.checkout",
 ]

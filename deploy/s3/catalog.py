@@ -18,6 +18,9 @@ class VersionRow:
     created: str
     sha256: str
     stages: list[str] = field(default_factory=list)
+    served_as: str = ""
+    """The training version packed in the archive: what a served answer's model.version says
+    (it differs from `version` when publish was given --version)."""
 
 
 def _subfolders(client, bucket: str, prefix: str) -> list[str]:
@@ -39,7 +42,16 @@ def model_versions(client, layout: Layout, model: str) -> list[VersionRow]:
         if found is None:
             continue
         doc = found[0]
-        rows.append(VersionRow(model, version, doc["size"], doc["created"], doc["sha256"]))
+        rows.append(
+            VersionRow(
+                model,
+                version,
+                doc["size"],
+                doc["created"],
+                doc["sha256"],
+                served_as=doc.get("training_version") or version,
+            )
+        )
     by_version = {r.version: r for r in rows}
     for stage in STAGES:
         found = objects.get_json(client, layout.bucket, layout.stage(model, stage))
@@ -66,11 +78,14 @@ def list_versions(
 
 
 def format_rows(rows: list[VersionRow]) -> str:
-    header = f"{'MODEL':<14} {'VERSION':<32} {'SIZE':>10} {'CREATED':<25} {'SHA256':<14} STAGES"
+    header = (
+        f"{'MODEL':<14} {'VERSION':<32} {'SIZE':>10} {'CREATED':<25} {'SHA256':<14} "
+        f"{'STAGES':<18} MODEL.VERSION"
+    )
     lines = [header]
     for r in rows:
         lines.append(
             f"{r.model:<14} {r.version:<32} {r.size:>10} {r.created:<25} {r.sha256[:12]:<14} "
-            f"{','.join(r.stages) or '-'}"
+            f"{','.join(r.stages) or '-':<18} {r.served_as or r.version}"
         )
     return "\n".join(lines)

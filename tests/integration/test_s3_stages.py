@@ -70,10 +70,23 @@ def test_list_shows_size_date_sha256_and_which_stages_point_where(three_versions
 
     assert cli(layout, "list") == 0  # every model under the prefix
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["MODEL", "VERSION", "SIZE", "CREATED", "SHA256", "STAGES"]
+    assert out[0].split() == [
+        *("MODEL", "VERSION", "SIZE", "CREATED", "SHA256", "STAGES", "MODEL.VERSION")
+    ]
     v3 = next(line.split() for line in out if " v3 " in line)
     assert v3[0] == "sentiment" and v3[2] == str(rows["v3"].size)
     assert v3[4] == rows["v3"].sha256[:12] and v3[5] == "production"
+    assert v3[6] == "v3"  # what answers report: the training version packed in the archive
+
+
+def test_list_shows_the_training_version_a_renamed_publish_answers_with(
+    s3_env, s3_bucket, fake_mar, capsys
+):
+    layout = Layout(s3_bucket, "models")
+    publish(fake_mar("2026.11.25-213100-abc123def456"), layout, version="rc1", progress=False)
+    assert cli(layout, "list", "sentiment") == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[1] == "rc1" and row[-1] == "2026.11.25-213100-abc123def456"
 
 
 def test_promoting_an_unpublished_version_is_refused(three_versions, capsys):
@@ -100,3 +113,29 @@ def test_a_stage_write_based_on_a_stale_read_is_refused_not_lost(three_versions)
 
     now, _ = stage_doc(layout, "production")
     assert now["version"] == "v2" and len(now["history"]) == 2
+
+
+def test_promote_archive_points_the_stage_at_the_version_publish_gave_it(
+    s3_env, s3_bucket, fake_mar, capsys
+):
+    layout = Layout(s3_bucket, "models")
+    archive = fake_mar("2026.11.25-213100-abc123def456")
+    publish(archive, layout, progress=False)
+    assert cli(layout, "promote", "sentiment", "--archive", str(archive), "--stage", "staging") == 0
+    assert stage_doc(layout, "staging")[0]["version"] == "2026.11.25-213100-abc123def456"
+    with pytest.raises(SystemExit) as e:  # a version and --archive: which one?
+        cli(layout, "promote", "sentiment", "v1", "--archive", str(archive), "--stage", "staging")
+    assert e.value.code == 2
+    assert "exactly one of VERSION or --archive" in capsys.readouterr().err
+
+
+def test_create_bucket_creates_it_once_and_then_says_it_is_there(s3_env, capsys):
+    layout = Layout("fresh-bucket-for-create", "models")
+    assert cli(layout, "create-bucket") == 0
+    assert cli(layout, "create-bucket") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "created s3://fresh-bucket-for-create",
+        "already there: s3://fresh-bucket-for-create",
+    ]
+    s3_env.client().head_bucket(Bucket="fresh-bucket-for-create")

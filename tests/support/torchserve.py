@@ -104,6 +104,9 @@ class TorchServe:
                 "TEMP": str(tmp),
                 "LOG_LOCATION": str(self.workdir / "logs"),
                 "METRICS_LOCATION": str(self.workdir / "logs"),
+                # In an activated venv TS_CONFIG_FILE names the checkout's config.properties, and
+                # TorchServe 0.12 prefers it to --ts-config: point it at this server's file.
+                "TS_CONFIG_FILE": str(cfg),
             }
             | self.env
         )

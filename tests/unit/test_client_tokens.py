@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from clients.tokens import TokenSource, read_key_file
 
 
@@ -57,3 +59,21 @@ def test_no_refresh_without_a_key_file_or_a_token_api(tmp_path, monkeypatch):
 def test_no_token_configured_means_no_header(monkeypatch):
     monkeypatch.delenv("TS_INFERENCE_KEY", raising=False)
     assert TokenSource().get("inference") is None
+
+
+def test_refusal_without_a_key_file_names_the_file_it_looked_for(tmp_path, monkeypatch):
+    from clients.client import with_token
+    from clients.errors import AuthError
+
+    monkeypatch.delenv("TS_INFERENCE_KEY", raising=False)
+    missing = tmp_path / "nowhere" / "key_file.json"
+    tokens = TokenSource(key_file=missing)
+
+    def refused(key):
+        assert key is None
+        raise AuthError("Token Authorization failed", kind="InvalidKeyException")
+
+    with pytest.raises(AuthError) as e:
+        with_token(tokens, "inference", refused)
+    assert str(missing) in e.value.reason and "does not exist" in e.value.reason
+    assert "TS_INFERENCE_KEY" in e.value.reason
