@@ -25,10 +25,7 @@ RUN = {"bash", "sh", "python"}
 SHOWN = {"json", "text", "yaml", "properties", "promql"}
 NOT_RUN = re.compile(r"^no-test:\s*(?P<why>\S.*)$")
 
-PENDING = {
-    "docs/kubernetes.md": "rewritten on another branch (issue 13, items 4 and 5); its blocks are not "
-    "labelled yet (the walkthrough needs a cluster): label them, then remove this entry",
-}
+PENDING: dict[str, str] = {}
 """Docs whose blocks are neither labelled nor run yet, each with the reason: listed here, never
 left out silently, and a test fails once a pending doc is labelled so that the entry goes."""
 

@@ -23,10 +23,11 @@ def test_every_code_block_is_run_or_says_why_not(doc):
                 pytest.fail(f"{block.where}: json block does not parse: {e}")
 
 
-@pytest.mark.parametrize("doc", sorted(PENDING))
-def test_pending_docs_are_still_pending(doc):
-    """Fails once a pending doc is labelled, so that PENDING shrinks instead of hiding a page."""
-    assert still_pending(ROOT / doc), f"{doc} is labelled now: remove it from PENDING"
+def test_pending_docs_are_still_pending():
+    """Fails once a pending doc is labelled, so that PENDING shrinks instead of hiding a page
+    (a loop, not a parametrization: an empty PENDING must not show up as a skipped test)."""
+    labelled = [doc for doc in sorted(PENDING) if not still_pending(ROOT / doc)]
+    assert not labelled, f"labelled now: remove from PENDING: {labelled}"
 
 
 def test_unlabelled_and_mislabelled_blocks_are_reported(tmp_path):
