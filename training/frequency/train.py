@@ -75,7 +75,8 @@ class Streams:
         return x, y, restarted
 
     def state_dict(self) -> dict:
-        return {"which": self.which.copy(), "sel": self.sel.copy(), "pos": self.pos.copy()}
+        # Plain lists: checkpoints load with torch.load(weights_only=True), which refuses numpy.
+        return {"which": self.which.tolist(), "sel": self.sel.tolist(), "pos": self.pos.tolist()}
 
     def load_state_dict(self, state: dict) -> None:
         self.which, self.sel, self.pos = (
@@ -179,6 +180,7 @@ def train(
     out: Path | None = None,
     logger=None,
     progress: bool = True,
+    callbacks: list | None = None,
 ) -> tuple[FrequencyLSTM, int]:
     """Fit with Lightning (clip, one-cycle LR, early stopping on the validation signal's MSE,
     checkpoints under out/checkpoints); returns the model on the CPU in eval mode, for export,
@@ -195,7 +197,7 @@ def train(
     with tempfile.TemporaryDirectory() as tmp:
         root = out if out is not None else Path(tmp)
         trainer = build_trainer(opts, root, max_steps=cfg.steps, progress=progress, logger=logger,
-                                callbacks=[stop], gradient_clip_val=cfg.clip,
+                                callbacks=[stop, *(callbacks or [])], gradient_clip_val=cfg.clip,
                                 val_check_interval=min(cfg.val_every, cfg.steps))  # fmt: skip
         trainer.fit(module, steps, val, ckpt_path=checkpoint_path(root, opts))
     return module.model.cpu().float().eval(), int(trainer.global_step)
