@@ -124,6 +124,7 @@ def archive_registered(
     runtime: str | None = None,
     name: str | None = None,
     model: str | None = None,
+    build_dir: str | Path = ROOT / "build",
 ) -> Path:
     """Build the .mar of a registered MLflow version (downloaded to a temporary folder)."""
     import tempfile
@@ -138,7 +139,7 @@ def archive_registered(
         family = read_manifest(model_dir)["model"]
         if model and model != family:
             raise ArchiveBuildError(f"{model_uri} is a {family} model, not {model}")
-        return build_archive(family, model_dir, out, runtime, name, registered=record)
+        return build_archive(family, model_dir, out, runtime, name, build_dir, record)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,7 +65,7 @@ def register_export(model: str, out: Path, manifest: dict, uri: str | None = Non
     manifest.json and the S3 release manifest carry (name, version, run_id, model_uri)."""
     uri = uri or tracking_uri()
     with tempfile.TemporaryDirectory() as tmp:
-        staged = stage_model_dir(Path(out), manifest, Path(tmp) / model)
+        staged = stage_model_dir(Path(out), manifest, Path(tmp) / ARTIFACT_KEY)
         info = mlflow.pyfunc.log_model(
             name="model",
             python_model=str(PYFUNC_CODE),
@@ -117,7 +117,8 @@ def download(model_uri: str, dest: Path, uri: str | None = None) -> tuple[Path, 
             artifact_uri=f"models:/{name}/{mv.version}", dst_path=str(dest)
         )
     )
-    model_dir = local / "artifacts" / ARTIFACT_KEY
+    flavor = mlflow.models.Model.load(str(local / "MLmodel")).flavors["python_function"]
+    model_dir = local / flavor["artifacts"][ARTIFACT_KEY]["path"]
     manifest = read_manifest(model_dir)
     for rel, digest in manifest["files"].items():
         if sha256_file(model_dir / rel) != mv.tags.get(f"sha256.{rel}", digest):
