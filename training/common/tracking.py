@@ -12,8 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import mlflow
-from mlflow.tracking import MlflowClient
+# mlflow is imported where it is used: `--no-track` runs (e.g. on a bare GPU box) need no mlflow.
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT_PREFIX = "training-"
@@ -62,6 +61,9 @@ class TrainingRun:
         self.registered: dict | None = None
 
     def __enter__(self) -> TrainingRun:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
         mlflow.set_tracking_uri(self.uri)
         name = EXPERIMENT_PREFIX + self.model
         client = MlflowClient(self.uri)
@@ -79,6 +81,8 @@ class TrainingRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        import mlflow
+
         mlflow.end_run("FAILED" if exc_type else "FINISHED")
 
     def logger(self):
@@ -88,6 +92,8 @@ class TrainingRun:
 
     def log_results(self, out: Path, metrics: dict, plots: Iterable[str] = ()) -> None:
         """Final metrics, the PNG plots and the JSON reports of an artifact directory."""
+        import mlflow
+
         mlflow.log_metrics(numeric_metrics(metrics))
         for name in (*plots, *RUN_FILES):
             if (Path(out) / name).is_file():

@@ -11,7 +11,7 @@ import torch
 from training.common import plots
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
-from training.common.trainer import TrainerOptions
+from training.common.trainer import TrainerOptions, resolved_accelerator
 from training.sentiment.config import SentimentConfig
 from training.sentiment.data import LABELS, load_splits
 from training.sentiment.encoding import token_rows
@@ -77,6 +77,7 @@ def run(
         return token_rows(tokenizer, texts, cfg.max_length, cfg.head_tokens)
 
     model = build_model(cfg)
+    opts = opts or TrainerOptions()
     logger = tracking.logger() if tracking else None
     history = fine_tune(model, rows(train.text), train.label, cfg, pad, opts, out, logger)
 
@@ -87,7 +88,8 @@ def run(
     _write_json(out / "parity.json", parity)
 
     def infer(texts, desc):
-        return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress)
+        return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress,
+                       resolved_accelerator(opts.accelerator))  # fmt: skip
 
     val_pred = infer(validation.text, "validation")
     test_pred = infer(test.text, "test")
