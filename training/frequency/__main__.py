@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", choices=sorted(CONFIGS), default="default")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--arch", choices=ARCHS, help="default: the config's (lstm)")
+    p.add_argument("--steps", type=int, help="override the config's optimizer steps")
     p.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
     add_trainer_args(p)
     # One thread by default: measured on a shared 2-core machine, a 2-thread LSTM step spun for
@@ -124,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = CONFIGS[args.config]
     if args.arch:
         cfg = dataclasses.replace(cfg, arch=args.arch)
+    if args.steps:
+        cfg = dataclasses.replace(cfg, steps=args.steps)
     opts = trainer_options(args)
     try:
         if args.no_track:
