@@ -7,12 +7,12 @@ import dataclasses
 
 import lightning as L
 import numpy as np
+import pytest
 import torch
 
 from training.common.trainer import TrainerOptions, precision_for, resolved_accelerator
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
-from training.frequency.model import StepGraph
 from training.frequency.train import predict_stitched, train, train_signals
 from training.sentiment.train import PlannedBatches
 
@@ -67,53 +67,65 @@ def test_resumed_frequency_run_ends_where_an_uninterrupted_one_does(tmp_path):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, err_msg=name)
 
 
-def test_attention_variant_keeps_the_plain_lstm_for_the_stateful_mode(tmp_path):
-    cfg = dataclasses.replace(TINY, arch="lstm-attention", steps=20)
-    model, _ = train(cfg, train_signals(cfg), TrainerOptions(), tmp_path, progress=False)
+ATTENTION = dataclasses.replace(TINY, arch="lstm-attention", steps=20)
+
+
+@pytest.fixture(scope="module")
+def attention_artifacts(tmp_path_factory):
+    """A tiny lstm-attention export, trained once for the tests below."""
+    from training.frequency.__main__ import run
+
+    out = tmp_path_factory.mktemp("attention")
+    manifest = run(out, ATTENTION, plots=False, progress=False)
+    return out, manifest
+
+
+def _eager_model(out):
+    """An eager model with the weights of the exported TorchScript sequence graph."""
+    from training.frequency.train import build_model
+
+    model = build_model(ATTENTION)
+    scripted = torch.jit.load(str(out / "model.pt"))
+    state = {k.removeprefix("model."): v for k, v in scripted.state_dict().items()}
+    model.load_state_dict({k: state[k] for k in model.state_dict()})
+    return model.eval()
+
+
+def test_attention_variant_keeps_the_plain_lstm_for_the_stateful_mode(attention_artifacts):
+    out, manifest = attention_artifacts
+    assert manifest["metrics"]["arch"] == "lstm-attention"
+    model = _eager_model(out)
+    cfg = ATTENTION
     x = torch.zeros(2, 30, 5)
     x[..., 0] = torch.linspace(-1, 1, 30)
     x[:, :, 2] = 1.0
     h0 = torch.zeros(cfg.layers, 2, cfg.hidden)
     with torch.inference_mode():
-        step_out = StepGraph(model)(x, h0, h0)[0]
+        step_out = torch.jit.load(str(out / "step.pt"))(x, h0, h0)[0]
         lstm_features, _ = model.lstm(x, (h0, h0))
         plain = model.out(lstm_features).squeeze(-1)
-        windowed, features = model.sequence(x)
-    torch.testing.assert_close(step_out, plain)
+        windowed, features = torch.jit.load(str(out / "model.pt"))(x)
+        mixed = model.mixer(lstm_features)
+    torch.testing.assert_close(step_out, plain, atol=1e-5, rtol=0)
     # The windowed path does go through attention + residual + LayerNorm.
-    assert not torch.allclose(windowed, plain, atol=1e-3)
-    torch.testing.assert_close(features, model.mixer(lstm_features))
+    torch.testing.assert_close(features, mixed, atol=1e-5, rtol=0)
     assert not torch.allclose(features, lstm_features, atol=1e-3)
+    assert not torch.allclose(windowed, plain, atol=1e-3)
 
 
-def test_attention_export_is_served_by_the_unchanged_engine(tmp_path):
+def test_attention_export_is_served_by_the_unchanged_engine(attention_artifacts):
     from handlers.frequency.codec import SignalRequest
     from handlers.frequency.engine import FrequencyEngine
     from handlers.frequency.settings import FrequencySettings
-    from training.common.manifest import read_manifest
-    from training.frequency.__main__ import run
 
-    cfg = dataclasses.replace(TINY, arch="lstm-attention", steps=20)
-    manifest = run(tmp_path, cfg, plots=False, progress=False)
-    assert manifest["metrics"]["arch"] == "lstm-attention"
-    assert read_manifest(tmp_path)["parity"]["sequence"]["onnx"] < 1e-4
+    out, manifest = attention_artifacts
+    cfg = ATTENTION
+    assert manifest["parity"]["sequence"]["onnx"] < 1e-4
     settings = FrequencySettings.from_sources({"mc_samples": 8}, manifest["handler"])
-    engine = FrequencyEngine(settings, tmp_path)
+    engine = FrequencyEngine(settings, out)
     signal = make_signal(cfg.signal, cfg.test_seed)
     req = SignalRequest(signal.mixed, cfg.signal.sample_rate, (3.0,), (1,))
     served = engine.windows([req])[0].signal[0]
-
-    from training.frequency.export import export_all  # noqa: F401  (the graphs the engine runs)
-    from training.frequency.train import build_model
-
-    model = build_model(cfg)
-    model.load_state_dict(_eager_weights(tmp_path, model))
-    want, _ = predict_stitched(model.eval(), signal, cfg, 1, model.head().masks(8, seed=0))
+    model = _eager_model(out)
+    want, _ = predict_stitched(model, signal, cfg, 1, model.head().masks(8, seed=0))
     np.testing.assert_allclose(served, want, atol=1e-4)
-
-
-def _eager_weights(out, model):
-    """The exported TorchScript sequence graph's weights, loaded back into an eager model."""
-    scripted = torch.jit.load(str(out / "model.pt"))
-    state = {k.removeprefix("model."): v for k, v in scripted.state_dict().items()}
-    return {k: state[k] for k in model.state_dict()}
