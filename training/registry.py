@@ -107,11 +107,14 @@ def download(model_uri: str, dest: Path, uri: str | None = None) -> tuple[Path, 
     mlflow.set_tracking_uri(uri or tracking_uri())
     client = MlflowClient(uri or tracking_uri())
     name, ref = _parse_models_uri(model_uri)
-    mv = (
-        client.get_model_version(name, ref)
-        if ref.isdigit()
-        else client.get_model_version_by_alias(name, ref)
-    )
+    try:
+        mv = (
+            client.get_model_version(name, ref)
+            if ref.isdigit()
+            else client.get_model_version_by_alias(name, ref)
+        )
+    except mlflow.exceptions.MlflowException as e:
+        raise RegistryError(f"{model_uri}: {e.message}") from None
     local = Path(
         mlflow.artifacts.download_artifacts(
             artifact_uri=f"models:/{name}/{mv.version}", dst_path=str(dest)
@@ -164,9 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.model}@{args.alias} -> version {version}")
         elif args.command == "list":
             client = MlflowClient(tracking_uri())
+            by_version: dict[str, list[str]] = {}
+            for alias, version in client.get_registered_model(args.model).aliases.items():
+                by_version.setdefault(str(version), []).append(alias)
             for v in sorted(client.search_model_versions(f"name='{args.model}'"),
                             key=lambda v: int(v.version)):  # fmt: skip
-                aliases = ",".join(v.aliases) or "-"
+                aliases = ",".join(by_version.get(str(v.version), [])) or "-"
                 print(
                     f"{v.name} {v.version} aliases={aliases} manifest={v.tags.get('manifest_version')} run={v.run_id}"
                 )

@@ -186,7 +186,7 @@ def test_mlflow_models_serve_answers_for_a_registered_version(server, trained, t
 def test_archive_from_a_registered_version_names_it_in_the_release_manifest(
     server, trained, tmp_path, monkeypatch
 ):
-    from deploy.archive import archive_registered
+    from deploy.archive import ArchiveBuildError, archive_registered
     from deploy.s3.archive_info import read_training_manifest, release_manifest
     from training.registry import set_alias
 
@@ -202,3 +202,7 @@ def test_archive_from_a_registered_version_names_it_in_the_release_manifest(
     doc = release_manifest("frequency", inside["version"], 1, "0" * 64,
                            read_training_manifest(mar), "k/frequency.mar")  # fmt: skip
     assert doc["mlflow"]["model_uri"] == f"models:/frequency/{version}"
+    with pytest.raises(ArchiveBuildError, match="alias"):
+        archive_registered(
+            "models:/frequency@no-such-alias", tmp_path / "store", build_dir=tmp_path
+        )
