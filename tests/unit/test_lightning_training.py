@@ -30,6 +30,15 @@ def test_auto_takes_the_cpu_here_and_full_precision_there():
     assert precision_for(TrainerOptions(accelerator="cpu", precision="bf16-mixed")) == "bf16-mixed"
 
 
+def test_devices_take_one_device_and_refuse_several():
+    from training.common.trainer import _devices
+
+    assert _devices("auto") == 1 and _devices("1") == 1 and _devices("2,") == [2]
+    for several in ("2", "0,1"):
+        with pytest.raises(ValueError, match="one device"):
+            _devices(several)
+
+
 def test_planned_batches_skip_what_a_checkpoint_already_trained():
     plan = [np.array([i, i + 1]) for i in range(0, 10, 2)]
     done = {"steps": 0}

@@ -23,7 +23,7 @@ class TrainerOptions:
     accelerator: str = "auto"
     """auto | cpu | cuda | gpu | mps (auto: CUDA, then MPS, then CPU)."""
     devices: str = "auto"
-    """Lightning's devices: auto, a count (1) or a list (0,1)."""
+    """One device: auto or 1 (the first), or an index followed by a comma (2,)."""
     resume: bool = False
     """Continue from <out>/checkpoints/last.ckpt when it exists."""
     checkpoint_every: int = 200
@@ -35,11 +35,21 @@ class TrainerOptions:
 def add_trainer_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accelerator", choices=ACCELERATORS, default="auto",
                         help="where to train (auto: CUDA, then MPS, then CPU)")  # fmt: skip
-    parser.add_argument("--devices", default="auto", help="Lightning devices: auto, 1, 0,1 ...")
+    parser.add_argument(
+        "--devices", default="auto", help="one device: auto or 1 (the first), or an index like 2,"
+    )
     parser.add_argument("--resume", action="store_true",
                         help="continue from OUT/checkpoints/last.ckpt if a run was interrupted")  # fmt: skip
     parser.add_argument("--precision", default=None,
                         help="override: 32-true, 16-mixed, bf16-mixed (default: mixed on CUDA only)")  # fmt: skip
+
+
+def _checked_devices(value: str) -> str:
+    try:
+        _devices(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
 
 
 def trainer_options(args: argparse.Namespace) -> TrainerOptions:
@@ -47,11 +57,17 @@ def trainer_options(args: argparse.Namespace) -> TrainerOptions:
 
 
 def _devices(value: str):
-    if value == "auto":
-        return "auto"
+    """One device: `auto`/`1` (the first), or `k,` (device index k). Several would each run the whole
+    pipeline (export, parity, registration) and train the same unsharded batch plan: refused."""
+    if value in ("auto", "1"):
+        return 1
     if "," in value:
-        return [int(v) for v in value.split(",") if v.strip()]
-    return int(value)
+        ids = [int(v) for v in value.split(",") if v.strip()]
+        if len(ids) == 1:
+            return ids
+    raise ValueError(
+        f"--devices {value!r}: training uses one device (auto, 1, or an index like 2,)"
+    )
 
 
 def resolved_accelerator(accelerator: str) -> str:
