@@ -35,9 +35,8 @@ class TrainerOptions:
 def add_trainer_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accelerator", choices=ACCELERATORS, default="auto",
                         help="where to train (auto: CUDA, then MPS, then CPU)")  # fmt: skip
-    parser.add_argument(
-        "--devices", default="auto", help="one device: auto or 1 (the first), or an index like 2,"
-    )
+    parser.add_argument("--devices", default="auto", type=_checked_devices,
+                        help="one device: auto or 1 (the first), or an index like 2,")  # fmt: skip
     parser.add_argument("--resume", action="store_true",
                         help="continue from OUT/checkpoints/last.ckpt if a run was interrupted")  # fmt: skip
     parser.add_argument("--precision", default=None,
