@@ -46,15 +46,27 @@ haproxy:
 
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.
+# Training runs on Lightning and logs to MLflow (mlruns.db here, or MLFLOW_TRACKING_URI), which
+# registers each parity-checked export. TRAIN_ARGS e.g. "--accelerator cuda" or "--resume";
+# FREQUENCY_ARCH=lstm-attention trains the attention variant (docs/architecture.md).
+TRAIN_ARGS ?=
+FREQUENCY_ARCH ?= lstm
 $(ARTIFACTS)/%/manifest.json: | $(STAMP)
-	$(PY) -m training.$* --out $(ARTIFACTS)/$*
+	$(PY) -m training.$* --out $(ARTIFACTS)/$* $(if $(filter frequency,$*),--arch $(FREQUENCY_ARCH)) $(TRAIN_ARGS)
 
 train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and export what is missing (parity-gated)
 
 $(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(wildcard handlers/*.py handlers/*/*.py) | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
 
-archive: $(foreach m,$(MODELS),$(STORE)/$(m).mar) ## Build model_store/<model>.mar with torch-model-archiver
+# MODEL_URI=models:/sentiment@champion (or models:/frequency/3): archive that registered MLflow
+# version instead of artifacts/ (python -m training.registry alias|list).
+MODEL_URI ?=
+archive: $(if $(MODEL_URI),archive-registered,$(foreach m,$(MODELS),$(STORE)/$(m).mar)) ## Build model_store/<model>.mar with torch-model-archiver (MODEL_URI= from the MLflow registry)
+
+.PHONY: archive-registered
+archive-registered: | $(STAMP)
+	$(PY) -m deploy.archive --model-uri "$(MODEL_URI)" --out $(STORE)
 
 # TorchServe starts in the background from the repo root (key_file.json lands here). Its output goes
 # to logs/torchserve.out, never to the caller's stdout/stderr: `make serve | tee x` returns once the

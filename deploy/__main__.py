@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> str:
     if args.command == "publish":
         done = publish(args.archive, layout, args.version, args.model, settings, progress)
         m = done.manifest
-        return f"published {m['model']} {m['version']} ({m['size']} bytes, sha256 {m['sha256']}) to {done.archive_url}"
+        registered = f"; MLflow {m['mlflow']['model_uri']}" if m.get("mlflow") else ""
+        return f"published {m['model']} {m['version']} ({m['size']} bytes, sha256 {m['sha256']}{registered}) to {done.archive_url}"
     if args.command == "promote":
         version = args.version or read_training_manifest(args.archive).get("version")
         doc = promote(args.model, version, args.stage, layout, settings)

@@ -6,11 +6,17 @@ lists (tokenizer, head), manifest.json, the whole `handlers` package and the mod
 before it is packed, so a tampered artifact never becomes an archive.
 
     python -m deploy.archive sentiment --artifacts artifacts/sentiment --out model_store
+    python -m deploy.archive --model-uri models:/sentiment@champion --out model_store
+
+From a registered MLflow version (`--model-uri`), the version's staged files are downloaded,
+checked against its sha256 tags, and archived the same way; the archive's manifest.json then
+names the registered version (`mlflow` block), which `deploy publish` copies into S3.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -34,11 +40,17 @@ def model_config_path(model: str) -> Path:
 
 
 def stage_archive(
-    model: str, artifacts: Path, stage: Path, runtime: str | None, overrides: dict | None = None
+    model: str,
+    artifacts: Path,
+    stage: Path,
+    runtime: str | None,
+    registered: dict | None = None,
+    overrides: dict | None = None,
 ) -> tuple[dict, Path]:
     """Copy what the archive carries into `stage/extra`; return (manifest, model-config path).
 
-    `overrides` replaces model-config keys (TorchServe's and, under "handler", the handler's)."""
+    registered: the MLflow model version the files came from, written into the staged manifest.
+    overrides: replaces model-config keys (TorchServe's and, under "handler", the handler's)."""
     manifest = read_manifest(artifacts)
     config = yaml.safe_load(model_config_path(model).read_text())
     overrides = dict(overrides or {})
@@ -69,7 +81,11 @@ def stage_archive(
         raise ArchiveBuildError(
             f"artifacts have no {RUNTIME_FILES[runtime]} for runtime {runtime!r}"
         )
-    shutil.copy2(artifacts / "manifest.json", extra / "manifest.json")
+    if registered:
+        manifest["mlflow"] = registered
+        (extra / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    else:
+        shutil.copy2(artifacts / "manifest.json", extra / "manifest.json")
     shutil.copytree(
         ROOT / "handlers", extra / "handlers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
@@ -85,6 +101,7 @@ def build_archive(
     runtime: str | None = None,
     name: str | None = None,
     build_dir: str | Path = ROOT / "build",
+    registered: dict | None = None,
     overrides: dict | None = None,
 ) -> Path:
     """Stage and archive; returns the path of the .mar. `overrides`: see `stage_archive`."""
@@ -92,7 +109,7 @@ def build_archive(
     artifacts, out = Path(artifacts), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stage = Path(build_dir) / "archive" / name
-    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime, overrides)
+    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime, registered, overrides)
     cmd = [
         str(Path(sys.executable).with_name("torch-model-archiver")),
         "--model-name", name,
@@ -111,12 +128,40 @@ def build_archive(
     return out / f"{name}.mar"
 
 
+def archive_registered(
+    model_uri: str,
+    out: str | Path,
+    runtime: str | None = None,
+    name: str | None = None,
+    model: str | None = None,
+    build_dir: str | Path = ROOT / "build",
+) -> Path:
+    """Build the .mar of a registered MLflow version (downloaded to a temporary folder)."""
+    import tempfile
+
+    from training.registry import RegistryError, download
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            model_dir, record = download(model_uri, Path(tmp) / "download")
+        except RegistryError as e:
+            raise ArchiveBuildError(str(e)) from e
+        family = read_manifest(model_dir)["model"]
+        if model and model != family:
+            raise ArchiveBuildError(f"{model_uri} is a {family} model, not {model}")
+        return build_archive(family, model_dir, out, runtime, name, build_dir, record)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("model", help="model family: sentiment or frequency")
-    p.add_argument("--artifacts", required=True, type=Path)
+    p.add_argument("model", nargs="?", help="model family: sentiment or frequency")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--artifacts", type=Path, help="an artifact directory (artifacts/<model>)")
+    src.add_argument(
+        "--model-uri", help="a registered version: models:/<name>/<n> or models:/<name>@<alias>"
+    )
     p.add_argument("--out", default=ROOT / "model_store", type=Path)
     p.add_argument(
         "--runtime", choices=sorted(RUNTIME_FILES), help="override the model-config's runtime"
@@ -124,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", help="archive/model name (default: the model family)")
     args = p.parse_args(argv)
     try:
-        mar = build_archive(args.model, args.artifacts, args.out, args.runtime, args.name)
+        if args.model_uri:
+            mar = archive_registered(args.model_uri, args.out, args.runtime, args.name, args.model)
+        else:
+            if not args.model:
+                p.error("the model family is required with --artifacts")
+            mar = build_archive(args.model, args.artifacts, args.out, args.runtime, args.name)
     except (ArchiveBuildError, FileNotFoundError) as e:
         print(f"archive: {e}", file=sys.stderr)
         return 1

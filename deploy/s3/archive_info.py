@@ -50,7 +50,7 @@ def release_manifest(
 ) -> dict:
     """The document pull trusts: the whole-file sha256 is what it verifies the download against."""
     packages = training.get("packages") or {}
-    return {
+    doc = {
         "model": model,
         "version": version,
         "archive": key.rsplit("/", 1)[-1],
@@ -64,3 +64,7 @@ def release_manifest(
         "metrics": training.get("metrics", {}),
         "packages": {k: packages[k] for k in REPORTED_PACKAGES if k in packages},
     }
+    if training.get("mlflow"):
+        # The registered MLflow model version this archive was built from (training.registry).
+        doc["mlflow"] = training["mlflow"]
+    return doc

@@ -47,6 +47,18 @@ def test_release_manifest_carries_identity_integrity_metrics_and_versions(tmp_pa
     assert doc["metrics"] == {"accuracy": 0.875}
     # the serving-relevant packages only
     assert doc["packages"] == {"torch": "2.13.0", "torchserve": "0.12.0", "transformers": "5.24.0"}
+    assert "mlflow" not in doc  # an untracked training run names no registered version
+
+
+def test_release_manifest_names_the_registered_mlflow_version():
+    record = {
+        "name": "sentiment",
+        "version": "7",
+        "run_id": "r1",
+        "model_uri": "models:/sentiment/7",
+    }
+    doc = release_manifest("sentiment", "v1", 1, "0" * 64, {"mlflow": record}, "p/s.mar")
+    assert doc["mlflow"] == record
 
 
 def test_single_put_carries_the_whole_file_sha256_and_multipart_a_per_part_sha256():

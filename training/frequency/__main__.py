@@ -1,10 +1,13 @@
-"""python -m training.frequency --out artifacts/frequency [--config default|tiny]"""
+"""python -m training.frequency --out artifacts/frequency [--config default|tiny]
+[--arch lstm|lstm-attention] [--accelerator auto|cpu|cuda|mps] [--devices N] [--resume]"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,10 +15,18 @@ import torch
 
 from training.common.manifest import write_manifest
 from training.common.parity import ParityError
+from training.common.tracking import TrainingRun
+from training.common.trainer import TrainerOptions, add_trainer_args, trainer_options
 from training.frequency.config import CONFIGS, TrainConfig
 from training.frequency.data import make_signal
 from training.frequency.export import STEP_FILES
-from training.frequency.model import SEQUENCE_INPUTS, SEQUENCE_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS
+from training.frequency.model import (
+    ARCHS,
+    SEQUENCE_INPUTS,
+    SEQUENCE_OUTPUTS,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+)
 from training.frequency.plots import plot_components, plot_window_error
 from training.frequency.train import evaluate, train, train_signals
 
@@ -34,28 +45,52 @@ def handler_settings(cfg: TrainConfig) -> dict:
     }
 
 
-def run(out: Path, cfg: TrainConfig, plots: bool = True) -> dict:
+PLOTS = ("test_components.png", "test_window_error.png")
+
+
+def run(
+    out: Path,
+    cfg: TrainConfig,
+    plots: bool = True,
+    opts: TrainerOptions | None = None,
+    tracking: TrainingRun | None = None,
+    progress: bool = True,
+) -> dict:
+    """Train, export (parity-gated), evaluate, plot, write the manifest; with `tracking` (an open
+    MLflow run) also log metrics and reports and register the export."""
     from training.frequency.export import export_all
 
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(
         missing_ok=True
     )  # no manifest until the new export passed parity
+    started = time.perf_counter()
     signals = train_signals(cfg)
-    model = train(cfg, signals)
+    logger = tracking.logger() if tracking else None
+    model, trained_steps = train(cfg, signals, opts, out, logger, progress)
+    train_seconds = time.perf_counter() - started
     parity = export_all(model, out)
     (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
     model.head().save(out / "head.npz")
 
     train_eval = evaluate(model, signals[0], cfg)  # one of the signals it was trained on
     test_eval = evaluate(model, make_signal(cfg.signal, cfg.test_seed), cfg)
-    metrics = {"config": asdict(cfg), "train": train_eval, "test": test_eval}
+    metrics = {
+        "config": asdict(cfg),
+        "trained_steps": trained_steps,
+        "train_seconds": round(train_seconds, 1),
+        "train": train_eval,
+        "test": test_eval,
+    }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if plots:
         test = make_signal(cfg.signal, cfg.test_seed)
         plot_components(model, test, cfg, out / "test_components.png")
         plot_window_error(model, test, cfg, out / "test_window_error.png")
     summary = {
+        "arch": cfg.arch,
+        "trained_steps": trained_steps,
         "mse_window": {
             k: {"train": train_eval[k]["mse_window"], "test": v["mse_window"]}
             for k, v in test_eval.items()
@@ -65,7 +100,12 @@ def run(out: Path, cfg: TrainConfig, plots: bool = True) -> dict:
     }
     serve = ["model.pt", "model.onnx", "step.pt", "step.onnx", "head.npz"]
     parity_summary = {k: v["max_abs_diff"] for k, v in parity.items()}
-    return write_manifest(out, "frequency", serve, handler_settings(cfg), summary, parity_summary)
+    manifest = write_manifest(
+        out, "frequency", serve, handler_settings(cfg), summary, parity_summary
+    )
+    if tracking is not None:
+        tracking.finish(out, manifest, metrics, PLOTS if plots else ())
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,13 +113,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--config", choices=sorted(CONFIGS), default="default")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--arch", choices=ARCHS, help="default: the config's (lstm)")
+    p.add_argument("--steps", type=int, help="override the config's optimizer steps")
+    p.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
+    add_trainer_args(p)
     # One thread by default: measured on a shared 2-core machine, a 2-thread LSTM step spun for
     # 10.7 s of CPU against 0.18 s with one thread (90x slower wall time) once other jobs ran.
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    cfg = CONFIGS[args.config]
+    if args.arch:
+        cfg = dataclasses.replace(cfg, arch=args.arch)
+    if args.steps:
+        cfg = dataclasses.replace(cfg, steps=args.steps)
+    opts = trainer_options(args)
     try:
-        manifest = run(args.out, CONFIGS[args.config], plots=not args.no_plots)
+        if args.no_track:
+            manifest = run(args.out, cfg, not args.no_plots, opts)
+        else:
+            with TrainingRun("frequency", asdict(cfg) | {"threads": args.threads}) as tracking:
+                manifest = run(args.out, cfg, not args.no_plots, opts, tracking)
     except ParityError as e:
         print(f"frequency export failed the parity gate: {e}", file=sys.stderr)
         return 1

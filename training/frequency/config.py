@@ -56,6 +56,16 @@ class TrainConfig:
     mc_samples: int = 32
     """MC-dropout samples the metrics and plots use (the handler has its own setting)."""
     torch_seed: int = 0
+    arch: str = "lstm"
+    """lstm | lstm-attention (self-attention + residual + LayerNorm over the window, sequence mode)."""
+    attention_heads: int = 4
+    """Heads of the lstm-attention variant (hidden must divide by it)."""
+    val_seed: int = 3
+    """Noise seed of the validation signal early stopping watches (neither train nor test)."""
+    val_every: int = 150
+    """Optimizer steps between validation passes (windowed MSE over every frequency)."""
+    patience: int = 4
+    """Validation passes without a better MSE before training stops early."""
 
 
 CONFIGS = {
@@ -71,5 +81,6 @@ CONFIGS = {
         burn_in=10,
         train_signals=1,
         mc_samples=8,
+        val_every=20,
     ),
 }

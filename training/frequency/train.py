@@ -9,12 +9,17 @@ once a stream runs past the window length the model was trained on.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import lightning as L
 import numpy as np
 import torch
-from tqdm import tqdm
+from lightning.pytorch.callbacks import EarlyStopping
+from torch.utils.data import DataLoader
 
 from handlers.frequency.engine import head_std
 from handlers.frequency.windowing import SKEW, split, stitch
+from training.common.trainer import TrainerOptions, build_trainer, checkpoint_path
 from training.frequency.config import TrainConfig
 from training.frequency.data import Signal, make_signal, model_inputs, sample_windows
 from training.frequency.model import FrequencyLSTM, SequenceGraph, StepGraph
@@ -27,17 +32,18 @@ def train_signals(cfg: TrainConfig) -> list[Signal]:
 
 
 class Streams:
-    """`rows` streams, each one (signal, frequency) read a window at a time with its state kept."""
+    """`rows` streams, each one (signal, frequency) read a window at a time.
 
-    def __init__(self, signals: list[Signal], rows: int, window: int, hidden: int, layers: int,
-                 rng: np.random.Generator):  # fmt: skip
+    Positions live here; the carried (h, c) live in the LightningModule (buffers on its device):
+    `next` says which rows restarted, and their state is zeroed there.
+    """
+
+    def __init__(self, signals: list[Signal], rows: int, window: int, rng: np.random.Generator):
         self.signals, self.window, self.rng = signals, window, rng
         self.num_f = signals[0].targets.shape[0]
         self.which = np.zeros(rows, dtype=np.int64)
         self.sel = np.zeros(rows, dtype=np.int64)
         self.pos = np.zeros(rows, dtype=np.int64)
-        self.h = torch.zeros(layers, rows, hidden)
-        self.c = torch.zeros(layers, rows, hidden)
         n = signals[0].mixed.shape[0]
         for r in range(rows):
             self._restart(r)
@@ -50,26 +56,32 @@ class Streams:
         self.which[r] = self.rng.integers(0, len(self.signals))
         self.sel[r] = self.rng.integers(0, self.num_f)
         self.pos[r] = self.rng.integers(0, self.window)  # random phase of the window grid
-        self.h[:, r] = 0.0
-        self.c[:, r] = 0.0
 
-    def next(self) -> tuple[np.ndarray, np.ndarray]:
-        """The next window of every stream: inputs (R, L, 1+F), targets (R, L)."""
+    def next(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The next window of every stream: inputs (R, L, 1+F), targets (R, L), restarted (R,)."""
         rows, w = self.pos.shape[0], self.window
         x = np.empty((rows, w, 1 + self.num_f), dtype=np.float32)
         y = np.empty((rows, w), dtype=np.float32)
+        restarted = np.zeros(rows, dtype=bool)
         for r in range(rows):
             s = self.signals[self.which[r]]
             if self.pos[r] + w > s.mixed.shape[0]:
                 self._restart(r)
+                restarted[r] = True
             p, sel = self.pos[r], int(self.sel[r])
             x[r] = model_inputs(s.mixed[p : p + w], sel, self.num_f)
             y[r] = s.targets[sel, p : p + w]
             self.pos[r] += w
-        return x, y
+        return x, y, restarted
 
-    def keep(self, h: torch.Tensor, c: torch.Tensor) -> None:
-        self.h, self.c = h.detach(), c.detach()
+    def state_dict(self) -> dict:
+        # Plain lists: checkpoints load with torch.load(weights_only=True), which refuses numpy.
+        return {"which": self.which.tolist(), "sel": self.sel.tolist(), "pos": self.pos.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.which, self.sel, self.pos = (
+            np.asarray(state[k]).copy() for k in ("which", "sel", "pos")
+        )
 
 
 def loss_weights(cfg: TrainConfig) -> torch.Tensor:
@@ -78,39 +90,117 @@ def loss_weights(cfg: TrainConfig) -> torch.Tensor:
     return torch.from_numpy(ramp.astype(np.float32))
 
 
-def train(cfg: TrainConfig, signals: list[Signal]) -> FrequencyLSTM:
-    torch.manual_seed(cfg.torch_seed)
-    rng = np.random.default_rng(cfg.torch_seed)
-    model = FrequencyLSTM(len(cfg.signal.frequencies), cfg.hidden, cfg.layers, cfg.head_dropout)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps)
-    stream_rows = int(round(cfg.batch_size * cfg.stream_fraction))
-    fresh_rows = cfg.batch_size - stream_rows
-    streams = Streams(signals, stream_rows, cfg.window, cfg.hidden, cfg.layers, rng)
-    ramp = loss_weights(cfg)
-    model.train()
-    bar = tqdm(range(cfg.steps), desc="train frequency LSTM", unit="step")
-    for _ in bar:
-        xf, yf = sample_windows(signals, cfg.window, fresh_rows, rng)
-        xs, ys = streams.next()
-        x = torch.from_numpy(np.concatenate([xf, xs]))
-        y = torch.from_numpy(np.concatenate([yf, ys]))
-        h0, c0 = model.zero_state(fresh_rows)
-        h0, c0 = torch.cat([h0, streams.h], dim=1), torch.cat([c0, streams.c], dim=1)
-        out, _, hn, cn = model(x, h0, c0)
-        streams.keep(hn[:, fresh_rows:], cn[:, fresh_rows:])
-        err = (out - y) ** 2
+def build_model(cfg: TrainConfig) -> FrequencyLSTM:
+    return FrequencyLSTM(len(cfg.signal.frequencies), cfg.hidden, cfg.layers, cfg.head_dropout,
+                         cfg.arch, cfg.attention_heads)  # fmt: skip
+
+
+class FrequencyModule(L.LightningModule):
+    """One step = `fresh` zero-state windows (sequence path) + the next window of each carried
+    stream (step path); the data is drawn here, from the module's seeded generator, because the
+    streams' state is the model's own output. Checkpoints carry the generator and stream positions,
+    so a resumed run draws what the interrupted one would have."""
+
+    def __init__(self, cfg: TrainConfig, signals: list[Signal]):
+        super().__init__()
+        self.cfg = cfg
+        torch.manual_seed(cfg.torch_seed)
+        self.model = build_model(cfg)
+        self.rng = np.random.default_rng(cfg.torch_seed)
+        self.stream_rows = int(round(cfg.batch_size * cfg.stream_fraction))
+        self.fresh_rows = cfg.batch_size - self.stream_rows
+        self.signals = signals
+        self.streams = Streams(signals, self.stream_rows, cfg.window, self.rng)
+        state = (cfg.layers, self.stream_rows, cfg.hidden)
+        self.register_buffer("stream_h", torch.zeros(state))
+        self.register_buffer("stream_c", torch.zeros(state))
+        self.register_buffer("ramp", loss_weights(cfg))
+
+    def training_step(self, step, batch_idx):
+        cfg, fresh = self.cfg, self.fresh_rows
+        xf, yf = sample_windows(self.signals, cfg.window, fresh, self.rng)
+        xs, ys, restarted = self.streams.next()
+        keep = torch.from_numpy(~restarted).to(self.stream_h).view(1, -1, 1)
+        out_f, _ = self.model.sequence(self._tensor(xf))
+        out_s, _, hn, cn = self.model(self._tensor(xs), self.stream_h * keep, self.stream_c * keep)
+        # Truncated BPTT: the carried state is detached, a step back-propagates one window only.
+        self.stream_h, self.stream_c = hn.detach(), cn.detach()
         # Fresh windows start from zero: ramp their loss in. Stream rows carry their state: full
         # weight (a restarted stream's first window is a fresh one too, a small bias accepted).
-        loss = (err[:fresh_rows] * ramp).sum() + err[fresh_rows:].sum()
-        loss = loss / (fresh_rows * ramp.sum() + stream_rows * cfg.window)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        sched.step()
-        bar.set_postfix(mse=f"{loss.item():.4f}", refresh=False)
-    return model.eval()
+        err_f = (out_f.float() - self._tensor(yf)) ** 2
+        err_s = (out_s.float() - self._tensor(ys)) ** 2
+        loss = (err_f * self.ramp).sum() + err_s.sum()
+        loss = loss / (fresh * self.ramp.sum() + self.stream_rows * cfg.window)
+        self.log("train_mse", loss, prog_bar=True)
+        return loss
+
+    def _tensor(self, a: np.ndarray) -> torch.Tensor:
+        # Drawn inside the step (the streams depend on the model's state): put it where the model is.
+        return torch.from_numpy(a).to(self.device)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        out, _ = self.model.sequence(x)
+        self.log("val_mse", torch.mean((out.float() - y) ** 2), prog_bar=True)
+
+    def configure_optimizers(self):
+        opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr)
+        sched = torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=self.cfg.lr, total_steps=self.cfg.steps
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["data"] = {
+            "rng": self.rng.bit_generator.state,
+            "streams": self.streams.state_dict(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.rng.bit_generator.state = checkpoint["data"]["rng"]
+        self.streams.load_state_dict(checkpoint["data"]["streams"])
+
+
+def validation_windows(cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Non-overlapping zero-state windows of the validation signal, every frequency."""
+    signal = make_signal(cfg.signal, cfg.val_seed)
+    n = signal.mixed.shape[0] // cfg.window * cfg.window
+    num_f = signal.targets.shape[0]
+    x = np.concatenate(
+        [model_inputs(signal.mixed[:n].reshape(-1, cfg.window), i, num_f) for i in range(num_f)]
+    )
+    y = np.concatenate([signal.targets[i, :n].reshape(-1, cfg.window) for i in range(num_f)])
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def train(
+    cfg: TrainConfig,
+    signals: list[Signal],
+    opts: TrainerOptions | None = None,
+    out: Path | None = None,
+    logger=None,
+    progress: bool = True,
+    callbacks: list | None = None,
+) -> tuple[FrequencyLSTM, int]:
+    """Fit with Lightning (clip, one-cycle LR, early stopping on the validation signal's MSE,
+    checkpoints under out/checkpoints); returns the model on the CPU in eval mode, for export,
+    and the optimizer steps taken (fewer than cfg.steps when early stopping fired)."""
+    import tempfile
+
+    opts = opts or TrainerOptions()
+    L.seed_everything(cfg.torch_seed, verbose=False)
+    module = FrequencyModule(cfg, signals)
+    # The step index is all the loader carries; the batch itself is drawn in training_step.
+    steps = DataLoader(range(cfg.steps), batch_size=None)
+    val = DataLoader([validation_windows(cfg)], batch_size=None)
+    stop = EarlyStopping("val_mse", patience=cfg.patience, mode="min")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = out if out is not None else Path(tmp)
+        trainer = build_trainer(opts, root, max_steps=cfg.steps, progress=progress, logger=logger,
+                                callbacks=[stop, *(callbacks or [])], gradient_clip_val=cfg.clip,
+                                val_check_interval=min(cfg.val_every, cfg.steps))  # fmt: skip
+        trainer.fit(module, steps, val, ckpt_path=checkpoint_path(root, opts))
+    return module.model.cpu().float().eval(), int(trainer.global_step)
 
 
 def predict_windows(model: FrequencyLSTM, signal: Signal, window: int, selector: int):

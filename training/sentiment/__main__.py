@@ -1,11 +1,15 @@
-"""python -m training.sentiment --out DIR [--config default|tiny]"""
+"""python -m training.sentiment --out DIR [--config default|tiny]
+[--accelerator auto|cpu|cuda|mps] [--devices N] [--resume] [--no-track]"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 
 from training.common.parity import ParityError
+from training.common.tracking import TrainingRun
+from training.common.trainer import add_trainer_args, trainer_options
 from training.sentiment.config import CONFIGS
 from training.sentiment.pipeline import run
 
@@ -16,9 +20,16 @@ def main(argv: list[str] | None = None) -> int:
         "--out", required=True, help="artifact directory (manifest.json written last)"
     )
     parser.add_argument("--config", choices=sorted(CONFIGS), default="default")
+    parser.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
+    add_trainer_args(parser)
     args = parser.parse_args(argv)
+    cfg, opts = CONFIGS[args.config], trainer_options(args)
     try:
-        manifest = run(args.out, CONFIGS[args.config])
+        if args.no_track:
+            manifest = run(args.out, cfg, opts)
+        else:
+            with TrainingRun("sentiment", asdict(cfg)) as tracking:
+                manifest = run(args.out, cfg, opts, tracking)
     except ParityError as err:
         print(f"export rejected, no manifest written: {err}", file=sys.stderr)
         return 1
@@ -27,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         f"sentiment [{args.config}] IMDB test accuracy {m.get('test_accuracy_imdb', float('nan')):.4f}, "
         f"ECE {m['ece_before']:.4f} -> {m['ece_after']:.4f} (T={m['temperature']:.3f}), "
         f"parity max |diff| {manifest['parity']['max_abs_diff']}; wrote {args.out}/manifest.json"
+        + (f"; registered {manifest['mlflow']['model_uri']}" if "mlflow" in manifest else "")
     )
     return 0
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import lightning as L
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from torch.utils.data import DataLoader
 
 from handlers.uncertainty import MLPHead, classify_with_uncertainty, softmax
 from training.common.calibration import (
@@ -19,6 +20,7 @@ from training.common.calibration import (
 from training.sentiment.data import Split
 from training.sentiment.encoding import length_batches, pad_rows
 from training.sentiment.model import SentimentModel
+from training.sentiment.train import PlannedBatches
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,18 @@ class Predictions:
     """(N, D) input of the head."""
 
 
-@torch.inference_mode()
+class _Inference(L.LightningModule):
+    """Eval-mode (logits, features) per batch, in full precision (the calibration figures)."""
+
+    def __init__(self, model: SentimentModel):
+        super().__init__()
+        self.model = model
+
+    def predict_step(self, batch, batch_idx):
+        logits, features = self.model(*batch)
+        return logits.float().cpu().numpy(), features.float().cpu().numpy()
+
+
 def predict(
     model: SentimentModel,
     rows: list[list[int]],
@@ -37,20 +50,34 @@ def predict(
     batch_size: int,
     desc: str,
     progress: bool = True,
+    accelerator: str = "cpu",
 ) -> Predictions:
-    """Eval-mode logits and features, batched by length, returned in the order of `rows`."""
-    model.eval()
+    """Eval-mode logits and features, batched by length, returned in the order of `rows`.
+
+    Lightning's predict loop runs it where training ran (`accelerator`), one device, no grad."""
     lengths = np.array([len(r) for r in rows])
-    logits = np.zeros((len(rows), 2), np.float32)
-    features = None
-    batches = list(length_batches(lengths, batch_size))
-    for idx in tqdm(batches, desc=desc, unit="batch", disable=not progress):
+    plan = list(length_batches(lengths, batch_size))
+    batches = [b.tolist() for b in plan]
+
+    def collate(idx: list[int]):
         enc = pad_rows([rows[i] for i in idx], pad_token_id)
-        out, feats = model(torch.from_numpy(enc.input_ids), torch.from_numpy(enc.attention_mask))
-        if features is None:
-            features = np.zeros((len(rows), feats.shape[1]), np.float32)
-        logits[idx] = out.numpy()
-        features[idx] = feats.numpy()
+        return torch.from_numpy(enc.input_ids), torch.from_numpy(enc.attention_mask)
+
+    # A sampler object, not a list: Lightning's predict loop wraps it to record batch indices.
+    sampler = PlannedBatches(plan, lambda: 0)
+    loader = DataLoader(range(len(rows)), batch_sampler=sampler, collate_fn=collate)
+    trainer = L.Trainer(accelerator=accelerator, devices=1, precision="32-true", logger=False,
+                        enable_progress_bar=progress, enable_model_summary=False)  # fmt: skip
+    module = _Inference(model.eval())
+    outputs = trainer.predict(module, loader)
+    model.cpu()
+    logits = np.zeros((len(rows), 2), np.float32)
+    features = np.zeros((len(rows), outputs[0][1].shape[1]), np.float32)
+    for idx, (out, feats) in zip(batches, outputs, strict=True):
+        logits[idx] = out
+        features[idx] = feats
+    if progress:
+        print(f"{desc}: {len(rows)} texts", flush=True)
     return Predictions(logits, features)
 
 

@@ -10,6 +10,8 @@ import torch
 
 from training.common import plots
 from training.common.manifest import write_manifest
+from training.common.tracking import TrainingRun
+from training.common.trainer import TrainerOptions, resolved_accelerator
 from training.sentiment.config import SentimentConfig
 from training.sentiment.data import LABELS, load_splits
 from training.sentiment.encoding import token_rows
@@ -37,8 +39,20 @@ def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def run(out_dir: str | Path, cfg: SentimentConfig) -> dict:
-    """Build a complete artifact directory; returns the manifest. Raises ParityError on a bad export."""
+PLOTS = ("training_curve.png", "reliability.png")
+
+
+def run(
+    out_dir: str | Path,
+    cfg: SentimentConfig,
+    opts: TrainerOptions | None = None,
+    tracking: TrainingRun | None = None,
+) -> dict:
+    """Build a complete artifact directory; returns the manifest. Raises ParityError on a bad export.
+
+    With `tracking` (an open MLflow run) the run gets per-step and final metrics, the plots and
+    reports, and the parity-checked export is registered as a new model version.
+    """
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -63,7 +77,9 @@ def run(out_dir: str | Path, cfg: SentimentConfig) -> dict:
         return token_rows(tokenizer, texts, cfg.max_length, cfg.head_tokens)
 
     model = build_model(cfg)
-    history = fine_tune(model, rows(train.text), train.label, cfg, pad)
+    opts = opts or TrainerOptions()
+    logger = tracking.logger() if tracking else None
+    history = fine_tune(model, rows(train.text), train.label, cfg, pad, opts, out, logger)
 
     vocab_size = model.encoder.config.vocab_size
     export_torchscript(model, out / "model.pt", vocab_size, pad)
@@ -72,7 +88,8 @@ def run(out_dir: str | Path, cfg: SentimentConfig) -> dict:
     _write_json(out / "parity.json", parity)
 
     def infer(texts, desc):
-        return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress)
+        return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress,
+                       resolved_accelerator(opts.accelerator))  # fmt: skip
 
     val_pred = infer(validation.text, "validation")
     test_pred = infer(test.text, "test")
@@ -123,4 +140,7 @@ def run(out_dir: str | Path, cfg: SentimentConfig) -> dict:
         "tokenizer": "tokenizer/tokenizer.json",
         "head": "head.npz",
     }
-    return write_manifest(out, "sentiment", SERVE_FILES, handler, metrics, parity)
+    manifest = write_manifest(out, "sentiment", SERVE_FILES, handler, metrics, parity)
+    if tracking is not None:
+        tracking.finish(out, manifest, metrics, PLOTS)
+    return manifest
