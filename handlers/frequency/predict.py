@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from handlers.codec import Reply
 from handlers.errors import BadField, RequestError, header_value
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import Components, FrequencyEngine
@@ -38,13 +39,6 @@ class Extraction:
     samples_seen: int | None = None
     binary: bool = False
     """Answer as float32 (the client sent Accept: application/octet-stream)."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    body: str | bytes
-    content_type: str
-    headers: dict[str, str]
 
 
 class FrequencyPredictor:

@@ -15,6 +15,9 @@ from handlers.sentiment.settings import SentimentSettings, parse_settings
 from handlers.sentiment.tokenize import TextEncoder
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
+UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
+"""The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
+
 SELF_CHECK_TEXTS = ["a short one", "a somewhat longer text to check that padding is masked out"]
 
 

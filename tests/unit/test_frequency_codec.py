@@ -1,4 +1,4 @@
-"""Request decoding: JSON and raw float32 bodies, parameters from query or headers, and refusals."""
+"""Request decoding: JSON and raw float32 bodies, parameters from gRPC inputs or headers, and refusals."""
 
 import json
 
@@ -41,7 +41,7 @@ def test_json_request_selects_frequencies_in_request_order():
     assert req.frequencies == (7.0, 3.0) and req.selectors == (3, 1)
 
 
-def test_raw_float32_body_with_query_parameters():
+def test_raw_float32_body_with_grpc_input_parameters():
     x = np.array([0.5, -1.25, 2.0], dtype="<f4")
     row = {"body": bytearray(x.tobytes()), "sample_rate": b"1000", "frequencies": b"3,5"}
     req = decode_request(row, RAW_HEADERS, SETTINGS)

@@ -16,11 +16,12 @@ from tokenizers.processors import TemplateProcessing
 from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
+from handlers.base import BATCH_SIZE_HEADER
 from handlers.errors import ArchiveError
 from handlers.sentiment.predict import SentimentPredictor
 from handlers.sentiment.settings import parse_settings
 from handlers.sentiment.tokenize import TextEncoder, truncate_ids
-from handlers.sentiment_handler import BATCH_SIZE_HEADER, SentimentHandler
+from handlers.sentiment_handler import SentimentHandler
 from handlers.uncertainty import MLPHead
 from training.common.manifest import write_manifest
 
