@@ -22,7 +22,7 @@ from deploy.s3.errors import IntegrityError, NotFound, StoreError
 from deploy.s3.layout import Layout, check_name, check_stage
 from deploy.s3.progress import ProgressSubscriber, transfer_bar
 from deploy.s3.settings import StoreSettings
-from training.common.manifest import sha256_file
+from handlers.manifest import sha256_file
 
 
 @dataclass(frozen=True)

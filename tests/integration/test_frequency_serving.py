@@ -13,8 +13,8 @@ import pytest
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import FrequencySettings
+from handlers.manifest import read_manifest
 from tests.support.torchserve import start_torchserve
-from training.common.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 

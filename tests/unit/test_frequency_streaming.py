@@ -18,7 +18,7 @@ from handlers.frequency.state import (
     StreamState,
     load_key,
 )
-from training.common.manifest import read_manifest
+from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from handlers.manifest import read_manifest, sha256_file
 from handlers.uncertainty import MLPHead
-from training.common.manifest import read_manifest, sha256_file
 from training.sentiment.encoding import truncate_ids
 
 HANDLER_KEYS = {

@@ -9,7 +9,7 @@ from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine, model_inputs
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.windowing import num_windows, split, stitch, taper
-from training.common.manifest import read_manifest
+from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
