@@ -8,7 +8,6 @@ call per chunk length, each starting from the state its client sent. Nothing out
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,10 @@ from handlers.codec import Reply
 from handlers.errors import BadField, RequestError, header_value
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import Components, FrequencyEngine
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.state import StateCodec, StreamState, load_key
 from handlers.frequency.windowing import num_windows
+from handlers.manifest import read_manifest
 
 STATE_HEADER = "X-Stream-State"
 
@@ -73,8 +73,8 @@ class FrequencyPredictor:
     ) -> FrequencyPredictor:
         """Load from a directory holding manifest.json and the exported files (artifact dir or
         unpacked archive); `config` is the model-config's `handler:` block."""
-        manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
-        settings = FrequencySettings.from_sources(config, manifest["handler"])
+        manifest = read_manifest(model_dir)
+        settings = parse_settings(manifest, config)
         return cls(model_dir, settings, manifest["version"], device, name, state_key)
 
     def predict(

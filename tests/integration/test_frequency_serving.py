@@ -12,7 +12,7 @@ import pytest
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import parse_settings
 from handlers.manifest import read_manifest
 from tests.support.torchserve import start_torchserve
 from training.frequency.config import CONFIGS
@@ -60,7 +60,7 @@ def test_json_request_returns_components_with_std_and_version(server, signal, fr
     # The served answer is the in-process engine's answer.
     manifest = read_manifest(frequency_artifacts)
     engine = FrequencyEngine(
-        FrequencySettings.from_sources({"runtime": "onnx"}, manifest["handler"]),
+        parse_settings(manifest, {"runtime": "onnx"}),
         frequency_artifacts,
     )
     want = engine.windows([SignalRequest(signal, 1000, (1.0, 3.0), (0, 1))])[0]

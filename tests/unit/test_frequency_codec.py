@@ -13,7 +13,7 @@ from handlers.errors import (
     UnsupportedMediaType,
 )
 from handlers.frequency.codec import decode_request
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import parse_settings
 
 EXPORT = {
     "window": 50, "sample_rate": 1000, "frequencies": [1.0, 3.0, 5.0, 7.0], "hidden": 8, "layers": 1,
@@ -21,7 +21,7 @@ EXPORT = {
     "step": {"inputs": ["signal", "h0", "c0"], "outputs": ["output", "features", "hn", "cn"],
              "files": {"onnx": "step.onnx", "torchscript": "step.pt"}},
 }  # fmt: skip
-SETTINGS = FrequencySettings.from_sources({"max_samples": 100}, EXPORT)
+SETTINGS = parse_settings({"handler": EXPORT}, {"max_samples": 100})
 JSON_HEADERS = {"body": {"content-type": "application/json"}}
 RAW_HEADERS = {"body": {"content-type": "application/octet-stream"}}
 

@@ -115,7 +115,8 @@ def write_toy_artifacts(out: Path) -> Path:
             "temperature": 1.3,
             "max_length": EXPORT_MAX_LENGTH,
             "pad_token_id": 0,
-            "truncation": {"strategy": "head_tail", "head_tokens": HEAD_TOKENS},
+            "truncation": "head+tail",
+            "head_tokens": HEAD_TOKENS,
         },
         metrics={},
         parity={},
@@ -320,7 +321,7 @@ def _manifest(toy_dir) -> dict:
     [
         ({"max_length": EXPORT_MAX_LENGTH + 1}, "exceeds the exported"),
         ({"runtime": "tensorrt"}, "handler.runtime must be one of"),
-        ({"mc_sample": 8}, "unknown handler settings"),
+        ({"mc_sample": 8}, "unknown sentiment handler settings: mc_sample"),
         ({"max_texts": 0}, "positive integer"),
     ],
 )
