@@ -148,3 +148,23 @@ def test_contradictory_stream_fields_are_refused(body, headers, words):
     with pytest.raises(BadField) as e:
         decode_request({"body": body}, headers, SETTINGS)
     assert words in e.value.reason
+
+
+@pytest.mark.parametrize(
+    "manifest,config,words",
+    [
+        ({"handler": EXPORT}, {"mc_seed": 1}, "unknown frequency handler settings: mc_seed"),
+        ({"handler": {k: v for k, v in EXPORT.items() if k != "window"}}, {}, "no 'window'"),
+        ({"handler": EXPORT | {"step": {"inputs": [], "outputs": []}}}, {}, "no 'files'"),
+        ({"handler": EXPORT}, {"hop": 51}, "hop must be in"),
+        ({"handler": EXPORT}, {"max_samples": "many"}, "handler.max_samples"),
+        ({}, {}, "no handler block"),
+    ],
+)
+def test_bad_frequency_settings_fail_at_load_naming_the_key(manifest, config, words):
+    """As strict as sentiment's: the message names the key, never a bare KeyError('window')."""
+    from handlers.errors import ArchiveError
+
+    with pytest.raises(ArchiveError) as e:
+        parse_settings(manifest, config)
+    assert words in str(e.value) and "KeyError" not in str(e.value)

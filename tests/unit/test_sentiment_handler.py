@@ -337,6 +337,28 @@ def test_unknown_truncation_rule_fails_at_load(toy_dir):
         parse_settings(manifest, {})
 
 
+def test_manifest_names_the_tokenizer_and_head_files_and_the_feature_width(toy_dir, tmp_path):
+    """Serving reads what training writes in the handler block instead of hard-coding it."""
+    moved = tmp_path / "moved"
+    shutil.copytree(toy_dir, moved)
+    (moved / "head.npz").rename(moved / "mc_head.npz")
+    manifest = _manifest(moved)
+    manifest["handler"] |= {"head": "mc_head.npz", "tokenizer": "tokenizer/tokenizer.json"}
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    assert SentimentPredictor.from_dir(moved).predict(["good fun"])[0]["label"]
+    manifest["handler"]["feature_dim"] = 999
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArchiveError, match="the manifest says 999"):
+        SentimentPredictor.from_dir(moved)
+
+
+def test_head_tokens_without_head_tail_truncation_fails_at_load(toy_dir):
+    manifest = _manifest(toy_dir)
+    manifest["handler"]["truncation"] = "right"
+    with pytest.raises(ArchiveError, match="head_tokens is set"):
+        parse_settings(manifest, {})
+
+
 def test_head_from_another_export_fails_the_self_check(toy_dir, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(toy_dir, other)
