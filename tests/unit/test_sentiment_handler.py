@@ -23,6 +23,7 @@ from handlers.sentiment.settings import parse_settings
 from handlers.sentiment.tokenize import TextEncoder, truncate_ids
 from handlers.sentiment_handler import SentimentHandler
 from handlers.uncertainty import MLPHead
+from tests.support.predictions import assert_same_prediction
 from training.common.manifest import write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,16 +171,6 @@ def run_batch(handler: SentimentHandler, requests: list[tuple[object, str | None
 
 def good(text: str) -> tuple[bytes, str]:
     return json.dumps({"text": text}).encode(), "application/json"
-
-
-def assert_same_prediction(got: dict, want: dict) -> None:
-    assert got["label"] == want["label"]
-    assert got["truncated"] == want["truncated"]
-    assert got["model"] == want["model"]
-    for lab, p in want["probabilities"].items():
-        assert got["probabilities"][lab] == pytest.approx(p, abs=1e-5)
-    for key, value in want["uncertainty"].items():
-        assert got["uncertainty"][key] == pytest.approx(value, abs=1e-5)
 
 
 def test_single_text_response_schema_and_values(handler, predictor):
