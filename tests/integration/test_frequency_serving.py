@@ -14,7 +14,6 @@ from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import parse_settings
 from handlers.manifest import read_manifest
-from tests.support.torchserve import start_torchserve
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
@@ -23,13 +22,14 @@ RAW = "application/octet-stream"
 STATE_HEADER = "X-Stream-State"
 
 
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture(scope="module")
-def server(frequency_archive, tmp_path_factory):
-    ts = start_torchserve(
-        tmp_path_factory.mktemp("frequency-serve"), {"frequency": frequency_archive}
-    )
-    yield ts
-    ts.stop()
+def server(served):
+    """The session's one TorchServe (tests/fixtures/served.py), which serves the frequency archive."""
+    assert "frequency" in served.models
+    return served
 
 
 @pytest.fixture(scope="module")
