@@ -42,7 +42,7 @@ class TokenSource:
     """Where the token API lives (the management address); needed to mint a new key."""
     timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._cache: dict[str, str] = dict(self.keys or {})
         for kind, var in ENV_VARS.items():

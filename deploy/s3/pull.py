@@ -37,6 +37,7 @@ def resolve_version(client, layout: Layout, model: str, version: str | None, sta
         raise ValueError("give exactly one of version or stage")
     if version is not None:
         return check_name("version", version)
+    assert stage is not None  # exactly one of the two, checked above
     found = objects.get_json(client, layout.bucket, layout.stage(model, check_stage(stage)))
     if found is None:
         raise NotFound(f"{model} has no {stage} stage in {layout.url(layout.model_dir(model))}")

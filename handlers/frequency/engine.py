@@ -108,7 +108,9 @@ class FrequencyEngine:
     def windows(self, requests: list[SignalRequest]) -> list[Components]:
         """Every window of every request and requested frequency in one runtime call."""
         s = self.settings
-        rows, selectors, spans = [], [], []
+        rows: list[np.ndarray] = []
+        selectors: list[int] = []
+        spans: list[tuple[int, int]] = []
         for req in requests:
             win = split(req.signal, s.window, s.hop)
             start = sum(r.shape[0] for r in rows)

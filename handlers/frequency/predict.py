@@ -41,6 +41,10 @@ class Extraction:
     """Answer as float32 (the client sent Accept: application/octet-stream)."""
 
 
+_PENDING = RequestError("not answered")
+"""A placeholder every good request's answer replaces (predict fills all of them)."""
+
+
 class FrequencyPredictor:
     def __init__(
         self,
@@ -81,33 +85,36 @@ class FrequencyPredictor:
         self, requests: list[SignalRequest | RequestError]
     ) -> list[Extraction | RequestError]:
         """One answer per request, in order; a refused one stays its RequestError."""
-        results: list = list(requests)
+        results: list[Extraction | RequestError] = [
+            r if isinstance(r, RequestError) else _PENDING for r in requests
+        ]
         one_shot = [
-            i for i, r in enumerate(requests) if isinstance(r, SignalRequest) and not r.streaming
+            (i, r)
+            for i, r in enumerate(requests)
+            if isinstance(r, SignalRequest) and not r.streaming
         ]
         s = self.settings
-        for i, comp in zip(
-            one_shot, self.engine.windows([requests[i] for i in one_shot]), strict=True
+        for (i, req), comp in zip(
+            one_shot, self.engine.windows([r for _, r in one_shot]), strict=True
         ):
-            req = requests[i]
             n = num_windows(req.signal.shape[0], s.window, s.hop)
             results[i] = Extraction(req.frequencies, comp, n, binary=req.binary_answer)
         chunks, idxs = [], []
-        for i, req in enumerate(requests):
-            if isinstance(req, SignalRequest) and req.streaming:
+        for i, r in enumerate(requests):
+            if isinstance(r, SignalRequest) and r.streaming:
                 try:
-                    chunks.append(self._continue(req))
-                    idxs.append(i)
+                    chunks.append(self._continue(r))
+                    idxs.append((i, r.binary_answer))
                 except RequestError as err:
                     results[i] = err
-        for i, (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
+        for (i, binary), (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
             results[i] = Extraction(
                 state.frequencies,
                 comp,
                 None,
                 self.states.encode(state),
                 state.samples_seen,
-                requests[i].binary_answer,
+                binary,
             )
         return results
 
