@@ -127,8 +127,9 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) haproxy lint ## Lint, then the whole test suite (unit + integration against real servers)
-	$(PY) -m pytest -q tests
+test: $(STAMP) haproxy lint ## Lint, the unit tier (stops at the first failure), then the whole suite against real servers
+	$(PY) -m pytest -q -x tests/unit
+	$(PY) -m pytest -q tests/integration
 
 test-unit: $(STAMP) ## Only the plain-module tests
 	$(PY) -m pytest -q tests/unit
@@ -143,9 +144,16 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay, validate (strict schemas, KEDA CRD, checkov): summary + failures
 	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
-lint: $(STAMP) ## ruff lint + format check
+lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ deploy/ clients/ training/ (pyproject.toml)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+.PHONY: fmt
+# The same checks as git hooks, once per clone: .venv/bin/pre-commit install (.pre-commit-config.yaml).
+fmt: $(STAMP) ## Format and autofix with ruff (what `make lint` then checks)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 # REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --no-frequency-streams skips the stream check.
 REHEARSE_ARGS ?=

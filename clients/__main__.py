@@ -28,6 +28,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from clients.chunks import read_chunks
 from clients.client import PROTOCOLS, connect
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = ClientSettings.from_properties(
         args.config, key_file=args.key_file, timeout=args.timeout
     )
+    answer: Any
     try:
         with connect(args.protocol, settings) as client:
             if args.command == "health":
@@ -142,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             elif args.float32:
                 payload = build_payload(args)
+                if not isinstance(payload, dict):
+                    raise ValueError("--float32 sends a signal (--signal or --synthetic)")
                 answer = extract(
                     client,
                     payload["signal"],

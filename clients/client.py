@@ -39,6 +39,10 @@ class ModelClient(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> ModelClient: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 def encode_payload(payload: Payload) -> tuple[bytes, str]:
     """(body, content type) for one request; JSON for dicts and lists."""

@@ -14,7 +14,6 @@ key file.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import dataclass
@@ -22,15 +21,15 @@ from pathlib import Path
 
 import requests
 
+from deploy.ts_files import read_keys
+
 KINDS = ("inference", "management")
 ENV_VARS = {"inference": "TS_INFERENCE_KEY", "management": "TS_MANAGEMENT_KEY", "api": "TS_API_KEY"}
-_FILE_NAMES = {"inference": "inference", "management": "management", "api": "API"}
 
 
 def read_key_file(path: str | Path) -> dict[str, str]:
     """{"inference": key, "management": key, "api": key} from TorchServe's key_file.json."""
-    data = json.loads(Path(path).read_text())
-    return {kind: data[name]["key"] for kind, name in _FILE_NAMES.items() if name in data}
+    return read_keys(path)
 
 
 @dataclass
@@ -43,7 +42,7 @@ class TokenSource:
     """Where the token API lives (the management address); needed to mint a new key."""
     timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._cache: dict[str, str] = dict(self.keys or {})
         for kind, var in ENV_VARS.items():

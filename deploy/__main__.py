@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> str:
         return f"published {m['model']} {m['version']} ({m['size']} bytes, sha256 {m['sha256']}{registered}) to {done.archive_url}"
     if args.command == "promote":
         version = args.version or read_training_manifest(args.archive).get("version")
+        if not version:
+            raise SystemExit(f"promote: {args.archive} names no version; give one")
         doc = promote(args.model, version, args.stage, layout, settings)
         return f"{args.model} {args.stage} -> {doc['version']}"
     if args.command == "rollback":

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from handlers.manifest import read_manifest, sha256_file
 from handlers.runtime import RUNTIME_FILES
-from training.common.manifest import read_manifest, sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

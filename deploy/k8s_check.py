@@ -132,7 +132,7 @@ def checkov_summary(report: dict) -> list[str]:
             f"  FAILED {check['check_id']} {check['check_name']}: {check['resource']} "
             f"({check.get('file_path')}:{check.get('file_line_range')})"
         )
-    skipped = {}
+    skipped: dict[tuple[str, str], int] = {}
     for check in results.get("skipped_checks", []):
         reason = (check.get("check_result") or {}).get("suppress_comment", "")
         skipped.setdefault((check["check_id"], reason), 0)

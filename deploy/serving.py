@@ -6,48 +6,16 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
+# Re-exported: the readers of TorchServe's files live in deploy/ts_files.py.
+from deploy.ts_files import read_keys, read_properties, render_properties
 
-def read_properties(path: str | Path) -> dict[str, str]:
-    props = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            props[key.strip()] = value.strip()
-    return props
-
-
-def render_properties(base: str, overrides: dict[str, str]) -> str:
-    """Rewrite `key=value` lines of a config.properties text; keys not there are appended."""
-    out, seen = [], set()
-    for line in base.splitlines():
-        key = (
-            line.split("=", 1)[0].strip()
-            if "=" in line and not line.lstrip().startswith("#")
-            else None
-        )
-        if key in overrides:
-            out.append(f"{key}={overrides[key]}")
-            seen.add(key)
-        else:
-            out.append(line)
-    out += [f"{k}={v}" for k, v in overrides.items() if k not in seen]
-    return "\n".join(out) + "\n"
-
-
-def read_keys(workdir: str | Path) -> dict[str, str]:
-    """key_file.json → {"inference": ..., "management": ..., "api": ...}."""
-    data = json.loads((Path(workdir) / "key_file.json").read_text())
-    return {
-        name: data[name]["key"] for name in ("inference", "management", "API") if name in data
-    } | {"api": data.get("API", {}).get("key", "")}
+__all__ = ["model_status", "read_keys", "read_properties", "render_properties", "wait_ready"]
 
 
 def model_status(management_url: str, key: str, model: str, timeout: float = 5) -> list[dict]:

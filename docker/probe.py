@@ -12,7 +12,8 @@ loopback, for each model's workers. In a pod TorchServe runs with token authoriz
 the proxy (docs/kubernetes.md, threat model); where it is on (config.properties in the working
 directory says so, e.g. `make serve`), the keys are read from key_file.json on every run and an
 expired key is renewed once with the API key, which does not expire (POST /token?type=...).
-Standard library only: it runs every few seconds and must start fast.
+Standard library only (with deploy/ts_files.py, the one reader of TorchServe's files): it runs
+every few seconds and must start fast.
 """
 
 from __future__ import annotations
@@ -25,22 +26,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+try:  # the image puts the app on PYTHONPATH; from a checkout, the repository root is one up
+    from deploy.ts_files import read_keys, read_properties, token_auth_on
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from deploy.ts_files import read_keys, read_properties, token_auth_on
+
 WORKDIR = os.environ.get("TS_WORKDIR", "/home/model-server/work")
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    props = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            props[key.strip()] = value.strip()
-    return props
-
-
 def read_key(workdir: Path, kind: str) -> str:
-    data = json.loads((workdir / "key_file.json").read_text())
-    return data[kind]["key"]
+    return read_keys(workdir)[kind]
 
 
 def call(url: str, key: str | None, timeout: float, method: str = "GET") -> tuple[int, bytes]:
@@ -53,12 +49,6 @@ def call(url: str, key: str | None, timeout: float, method: str = "GET") -> tupl
         return e.code, e.read()
 
 
-def token_auth_on(workdir: Path) -> bool:
-    path = workdir / "config.properties"
-    config = read_properties(path) if path.is_file() else {}  # TorchServe's default: on
-    return config.get("disable_token_authorization", "false").lower() != "true"
-
-
 def authorized(url: str, kind: str, args: argparse.Namespace) -> tuple[int, bytes]:
     """GET url with the current `kind` key; on InvalidKeyException renew that key once and retry."""
     if args.token_file is not None:
@@ -67,7 +57,7 @@ def authorized(url: str, kind: str, args: argparse.Namespace) -> tuple[int, byte
         return call(url, None, args.timeout)
     status, body = call(url, read_key(args.workdir, kind), args.timeout)
     if status == 400 and b"InvalidKeyException" in body:
-        api_key = read_key(args.workdir, "API")
+        api_key = read_key(args.workdir, "api")
         renew, _ = call(f"{args.management}/token?type={kind}", api_key, args.timeout, "POST")
         if renew == 200:
             status, body = call(url, read_key(args.workdir, kind), args.timeout)

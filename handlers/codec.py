@@ -4,7 +4,8 @@ TorchServe hands a request's body over in several shapes: already-parsed JSON (d
 number) when the Content-Type is exactly `application/json` and the JSON parsed, `str` for `text/*`
 bodies that are valid UTF-8, and raw `bytes`/`bytearray` otherwise (bad JSON, non-UTF-8 text, gRPC,
 `application/json; charset=utf-8`, ...). This module turns all of them into one `Payload` or a
-`RequestError`, so handlers never branch on what the frontend did.
+`RequestError`, so handlers never branch on what the frontend did. It is the one request layer of
+every model: the body, its media type, the headers (`request_header`) and the content encoding.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ the body itself decides between JSON and text."""
 @dataclass(frozen=True)
 class Payload:
     kind: str
-    """"json" or "text"."""
+    """"json", "text" or "binary" (only for the media types a model names in `binary_types`)."""
     value: Any
-    """The parsed JSON value, or the decoded text."""
+    """The parsed JSON value, the decoded text, or the raw bytes."""
 
 
 def media_type(content_type: str | None) -> str:
@@ -36,16 +37,19 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
-def request_body(row: dict) -> tuple[str, Any]:
-    """(parameter name, value) of the one body in a TorchServe request row."""
+def request_body(row: dict, with_parameters: bool = False) -> tuple[str, Any]:
+    """(parameter name, value) of the one body in a TorchServe request row.
+
+    `with_parameters`: the row may carry named parameters beside the body (gRPC inputs, form
+    fields), so only "body"/"data" is a body; otherwise a lone part of any name is the body."""
     for key in BODY_KEYS:
         if key in row and row[key] is not None:
             return key, row[key]
-    if len(row) == 1:
+    if len(row) == 1 and not with_parameters:
         return next(iter(row.items()))
     if row:
         raise BadField(
-            f"expected one body, got {len(row)} form parts; send the JSON or text as the whole body"
+            f"expected one body, got {len(row)} form parts; send the body as the whole request"
         )
     raise BadField("the request has no body")
 
@@ -125,12 +129,15 @@ def parse_json(value: bytes | bytearray | str) -> Any:
         ) from None
 
 
-def decode(value: Any, content_type: str = "") -> Payload:
-    """Decode one body given its media type (see `content_type_of`)."""
+def decode(value: Any, content_type: str = "", binary_types: tuple[str, ...] = ()) -> Payload:
+    """Decode one body given its media type (see `content_type_of`); a body of one of the
+    `binary_types` stays bytes (a model that reads raw arrays names its types)."""
     kind = media_type(content_type)
     if isinstance(value, (dict, list, int, float, bool)) or value is None:
         # Only TorchServe's own JSON parsing produces these.
         return Payload("json", value)
+    if kind in binary_types and isinstance(value, bytes | bytearray):
+        return Payload("binary", bytes(value))
     if kind == "application/json" or kind.endswith("+json"):
         if isinstance(value, str) and kind == "application/json":
             # TorchServe parsed the body and it was a JSON string: `"text"`, not an object.
@@ -144,17 +151,32 @@ def decode(value: Any, content_type: str = "") -> Payload:
             return Payload("json", parse_json(text))
         return Payload("text", text)
     raise UnsupportedMediaType(
-        f"content type {kind!r} is not supported; send application/json or text/plain"
+        f"content type {kind!r} is not supported; send {_accepted(binary_types)}"
     )
 
 
-def decode_request(row: dict, headers: dict | None) -> Payload:
-    """One TorchServe request row (+ its headers) → Payload, or raise a RequestError."""
+def _accepted(binary_types: tuple[str, ...]) -> str:
+    return " or ".join(("application/json", "text/plain", *binary_types[:1]))
+
+
+def decode_request(row: dict, headers: dict | None, binary_types: tuple[str, ...] = ()) -> Payload:
+    """One TorchServe request row (+ its headers) → Payload, or raise a RequestError.
+
+    With `binary_types` the row may also carry named parameters (see `request_body`)."""
     reject_content_encoding(headers)
     if not row and request_content_type(headers) == "application/x-www-form-urlencoded":
         # TorchServe drops url-encoded form bodies (what `curl -d` sends) before the handler.
         raise UnsupportedMediaType(
-            "form-encoded bodies are not supported; send application/json or text/plain"
+            f"form-encoded bodies are not supported; send {_accepted(binary_types)}"
         )
-    param, value = request_body(row)
-    return decode(value, content_type_of(headers, param))
+    param, value = request_body(row, with_parameters=bool(binary_types))
+    return decode(value, content_type_of(headers, param), binary_types)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer on the wire: body, content type and extra response headers (ASCII only)."""
+
+    body: str | bytes
+    content_type: str
+    headers: dict[str, str]

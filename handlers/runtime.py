@@ -38,7 +38,7 @@ class _ExportedModel:
 
 @dataclass
 class TorchScriptRuntime(_ExportedModel):
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import torch
 
         if self.threads:
@@ -61,7 +61,7 @@ class TorchScriptRuntime(_ExportedModel):
 
 @dataclass
 class OnnxRuntime(_ExportedModel):
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()

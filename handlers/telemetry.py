@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from handlers.errors import RequestError
+
 logger = logging.getLogger(__name__)
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
@@ -155,8 +157,8 @@ class Telemetry:
             record["detail"] = detail
         logger.warning(json.dumps(record, sort_keys=True))
 
-    def refused_error(self, error: Any, request_id: str | None) -> None:
-        """`refused` for a handlers.errors.RequestError."""
+    def refused_error(self, error: RequestError, request_id: str | None) -> None:
+        """`refused` for a RequestError."""
         self.refused(error.kind, request_id, error.status, error.reason)
 
     def truncated(self, count: int) -> None:
@@ -186,47 +188,10 @@ class Telemetry:
         self.predictions(f"{f:g}Hz" for f, _ in pairs)
         self.uncertainty("std", [m for _, m in pairs])
 
-    def answers(self, answers: list[Any], context: Any = None) -> None:
-        """Everything a finished batch tells the operator, from the handler's per-request answers.
-
-        An answer is a RequestError (refused: counted, logged with its request id), a response
-        dict, or a list of them (a request carrying several inputs). From each response dict: its
-        `label`, every float in its `uncertainty` block (one observation per prediction), a true
-        `truncated`, and `windows` (frequency: how many windows the request was split into).
-        """
-        self.batch(len(answers))
-        predictions: list[dict] = []
-        for i, answer in enumerate(answers):
-            if _is_request_error(answer):
-                self.refused_error(answer, request_id(context, i))
-                continue
-            mine = [
-                a for a in (answer if isinstance(answer, list) else [answer]) if isinstance(a, dict)
-            ]
-            predictions += mine
-            windows = sum(int(a["windows"]) for a in mine if isinstance(a.get("windows"), int))
-            if windows:
-                self.windows([windows])
-        self.predictions(a["label"] for a in predictions if "label" in a)
-        self.truncated(sum(a.get("truncated") is True for a in predictions))
-        measures: dict[str, list[float]] = {}
-        for a in predictions:
-            for measure, value in (a.get("uncertainty") or {}).items():
-                if isinstance(value, float):
-                    measures.setdefault(measure, []).append(value)
-        for measure, values in measures.items():
-            self.uncertainty(measure, values)
-
 
 def _mean(values: Any) -> float:
     values = [float(v) for v in getattr(values, "ravel", lambda: values)()]
     return sum(values) / len(values) if values else math.nan
-
-
-def _is_request_error(answer: Any) -> bool:
-    return isinstance(answer, Exception) and all(
-        hasattr(answer, a) for a in ("kind", "status", "reason")
-    )
 
 
 def timed(stage: str) -> Callable:

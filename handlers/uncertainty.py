@@ -8,12 +8,13 @@ with, and the in-process and served answers are identical.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-_ACTIVATIONS = {
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "": lambda x: x,
     "none": lambda x: x,
     "relu": lambda x: np.maximum(x, 0.0),
@@ -48,13 +49,12 @@ class MLPHead:
     def save(self, path: str | Path) -> None:
         arrays = {f"W{i}": w for i, w in enumerate(self.weights)}
         arrays |= {f"b{i}": b for i, b in enumerate(self.biases)}
-        np.savez(
-            path,
-            num_layers=np.array(len(self.weights)),
-            activations=np.array(self.activations),
-            dropout=np.array(self.dropout, dtype=np.float32),
-            **arrays,
-        )
+        arrays |= {
+            "num_layers": np.array(len(self.weights)),
+            "activations": np.array(self.activations),
+            "dropout": np.array(self.dropout, dtype=np.float32),
+        }
+        np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
 
     def masks(self, samples: int, seed: int = 0) -> tuple[np.ndarray, ...]:
         """Fixed inverted-dropout masks, (samples, in_features) per layer."""

@@ -58,6 +58,23 @@ def broken_handler_copy(good: Path, out: Path) -> Path:
     return out
 
 
+def with_model_config(good: Path, out: Path, **keys) -> Path:
+    """A copy of an archive whose model-config.yaml sets `keys` (e.g. responseTimeout=5), added
+    when the archive has none: a test's own limits without rebuilding the archive."""
+    import yaml
+
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        manifest = json.loads(src.read("MAR-INF/MANIFEST.json"))
+        name = manifest["model"].setdefault("configFile", "model-config.yaml")
+        config = yaml.safe_load(src.read(name)) if name in src.namelist() else {}
+        for item in src.infolist():
+            if item.filename not in (name, "MAR-INF/MANIFEST.json"):
+                dst.writestr(item, src.read(item.filename))
+        dst.writestr("MAR-INF/MANIFEST.json", json.dumps(manifest, indent=2))
+        dst.writestr(name, yaml.safe_dump((config or {}) | keys, sort_keys=False))
+    return out
+
+
 def workflow_archive(out: Path, model_url: str, name: str = "intruder") -> Path:
     """A minimal valid .war: one model node (`model_url`, resolved like a model registration)."""
     manifest = {

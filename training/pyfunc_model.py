@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mlflow
+import mlflow.pyfunc
 import yaml
+from mlflow.pyfunc.model import PythonModel
 
 
-class ServedModel(mlflow.pyfunc.PythonModel):
+class ServedModel(PythonModel):
     def load_context(self, context):
         model_dir = Path(context.artifacts["model_dir"])
         manifest = json.loads((model_dir / "manifest.json").read_text())

@@ -80,10 +80,12 @@ def register_export(model: str, out: Path, manifest: dict, uri: str | None = Non
     tags |= {"manifest_version": manifest["version"], "git_commit": manifest.get("git_commit", "")}
     for key, value in tags.items():
         client.set_model_version_tag(model, version, key, value)
+    run = mlflow.active_run()
+    assert run is not None, "registration runs inside the training's MLflow run"
     record = {
         "name": model,
         "version": version,
-        "run_id": mlflow.active_run().info.run_id,
+        "run_id": run.info.run_id,
         "model_uri": f"models:/{model}/{version}",
     }
     if not uri.startswith("sqlite:"):  # a server's address means something on another machine

@@ -26,7 +26,7 @@ from deploy.s3.errors import StoreError, VersionExists
 from deploy.s3.layout import Layout, check_name
 from deploy.s3.progress import ProgressSubscriber, transfer_bar
 from deploy.s3.settings import StoreSettings
-from training.common.manifest import sha256_file
+from handlers.manifest import sha256_file
 
 
 @dataclass(frozen=True)

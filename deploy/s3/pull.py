@@ -22,7 +22,7 @@ from deploy.s3.errors import IntegrityError, NotFound, StoreError
 from deploy.s3.layout import Layout, check_name, check_stage
 from deploy.s3.progress import ProgressSubscriber, transfer_bar
 from deploy.s3.settings import StoreSettings
-from training.common.manifest import sha256_file
+from handlers.manifest import sha256_file
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ def resolve_version(client, layout: Layout, model: str, version: str | None, sta
         raise ValueError("give exactly one of version or stage")
     if version is not None:
         return check_name("version", version)
+    assert stage is not None  # exactly one of the two, checked above
     found = objects.get_json(client, layout.bucket, layout.stage(model, check_stage(stage)))
     if found is None:
         raise NotFound(f"{model} has no {stage} stage in {layout.url(layout.model_dir(model))}")

@@ -6,9 +6,10 @@ Streams (docs/clients.md): a JSON body starts one with `"stream": true` and cont
 and `X-Stream-State: <state>` headers. `Accept: application/octet-stream` asks for a float32 answer.
 
 TorchServe hands each request over as a dict: the body under "body" (or "data"), already
-JSON-decoded when the content type is application/json. Other keys are form fields or gRPC inputs
-and are read as parameters too; TorchServe 0.12's /predictions route does not forward the query
-string (measured: it parses the request with a null query decoder), so REST clients use headers.
+JSON-decoded when the content type is application/json (handlers/codec.py decodes it, as for every
+model). Other keys are gRPC inputs or form fields and are read as parameters too; TorchServe 0.12's
+/predictions route does not forward the query string (measured: it parses the request with a null
+query decoder), so REST clients use headers.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from numbers import Real
 
 import numpy as np
 
-from handlers.codec import content_type_of, parse_json, reject_content_encoding, request_header
-from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
+from handlers import codec
+from handlers.codec import request_header
+from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge
 from handlers.frequency.settings import FrequencySettings
 
 BINARY_TYPES = ("application/octet-stream", "application/x-float32")
@@ -167,19 +169,10 @@ def _binary_stream(row: dict, headers: dict) -> tuple[bool, str | None]:
 
 def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> SignalRequest:
     """One TorchServe request → a validated SignalRequest, or a RequestError."""
-    reject_content_encoding(headers)
-    body = row.get("body", row.get("data"))
-    if body is None:
-        if row:
-            raise BadField(
-                f"expected one body (JSON or float32), got {len(row)} form parts; "
-                "send the signal as the whole body"
-            )
-        raise EmptyInput("the request has no body")
-    ctype = content_type_of(headers, "body" if "body" in row else "data")
+    payload = codec.decode_request(row, headers, binary_types=BINARY_TYPES)
     binary = wants_binary(headers)
-    if isinstance(body, bytes | bytearray) and ctype in BINARY_TYPES:
-        raw = bytes(body)
+    if payload.kind == "binary":
+        raw = payload.value
         if len(raw) % 4:
             raise BadEncoding(f"a float32 body must be a multiple of 4 bytes, got {len(raw)}")
         signal = np.frombuffer(raw, dtype="<f4").astype(np.float64)
@@ -191,10 +184,8 @@ def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> Sig
             _checked_signal(signal, settings), rate, freqs, selectors,
             start, state, named is not None, binary,
         )  # fmt: skip
-    if isinstance(body, bytes | bytearray | str):
-        if ctype and ctype != "application/json" and not ctype.startswith("text/"):
-            raise UnsupportedMediaType(f"content type {ctype!r} is not JSON or {BINARY_TYPES[0]}")
-        body = parse_json(body)
+    # A text body is JSON sent as text/plain (curl's default); this model reads no prose.
+    body = codec.parse_json(payload.value) if payload.kind == "text" else payload.value
     if not isinstance(body, dict):
         raise BadField("the JSON body must be an object with a 'signal' array")
     if "signal" not in body:

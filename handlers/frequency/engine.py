@@ -27,10 +27,17 @@ class Components:
 
 
 def model_inputs(samples: np.ndarray, selectors, num_frequencies: int) -> np.ndarray:
-    """(R, T) samples with one selector per row → (R, T, 1 + F)."""
+    """(..., T) samples → (..., T, 1 + F): each sample followed by the one-hot frequency selector.
+
+    `selectors` is one index for every row, or one per row of (R, T) samples. Training builds its
+    inputs with this function too, so the two cannot drift apart."""
     x = np.zeros((*samples.shape, 1 + num_frequencies), dtype=np.float32)
     x[..., 0] = samples
-    x[np.arange(samples.shape[0]), :, 1 + np.asarray(selectors)] = 1.0
+    sel = np.asarray(selectors)
+    if sel.ndim == 0:
+        x[..., 1 + int(sel)] = 1.0
+    else:
+        x[np.arange(samples.shape[0]), :, 1 + sel] = 1.0
     return x
 
 
@@ -95,13 +102,15 @@ class FrequencyEngine:
             s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads, s.step.filename
         )
         self.head = MLPHead.load(Path(model_dir) / s.head_file)
-        self.masks = self.head.masks(s.mc_samples, s.mc_seed)
+        self.masks = self.head.masks(s.mc_samples, s.seed)
         self.std_band = StdBand(self.head, self.masks)
 
     def windows(self, requests: list[SignalRequest]) -> list[Components]:
         """Every window of every request and requested frequency in one runtime call."""
         s = self.settings
-        rows, selectors, spans = [], [], []
+        rows: list[np.ndarray] = []
+        selectors: list[int] = []
+        spans: list[tuple[int, int]] = []
         for req in requests:
             win = split(req.signal, s.window, s.hop)
             start = sum(r.shape[0] for r in rows)

@@ -8,19 +8,20 @@ call per chunk length, each starting from the state its client sent. Nothing out
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import orjson
 
+from handlers.codec import Reply
 from handlers.errors import BadField, RequestError, header_value
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import Components, FrequencyEngine
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.state import StateCodec, StreamState, load_key
 from handlers.frequency.windowing import num_windows
+from handlers.manifest import read_manifest
 
 STATE_HEADER = "X-Stream-State"
 
@@ -40,11 +41,8 @@ class Extraction:
     """Answer as float32 (the client sent Accept: application/octet-stream)."""
 
 
-@dataclass(frozen=True)
-class Reply:
-    body: str | bytes
-    content_type: str
-    headers: dict[str, str]
+_PENDING = RequestError("not answered")
+"""A placeholder every good request's answer replaces (predict fills all of them)."""
 
 
 class FrequencyPredictor:
@@ -79,41 +77,44 @@ class FrequencyPredictor:
     ) -> FrequencyPredictor:
         """Load from a directory holding manifest.json and the exported files (artifact dir or
         unpacked archive); `config` is the model-config's `handler:` block."""
-        manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
-        settings = FrequencySettings.from_sources(config, manifest["handler"])
+        manifest = read_manifest(model_dir)
+        settings = parse_settings(manifest, config)
         return cls(model_dir, settings, manifest["version"], device, name, state_key)
 
     def predict(
         self, requests: list[SignalRequest | RequestError]
     ) -> list[Extraction | RequestError]:
         """One answer per request, in order; a refused one stays its RequestError."""
-        results: list = list(requests)
+        results: list[Extraction | RequestError] = [
+            r if isinstance(r, RequestError) else _PENDING for r in requests
+        ]
         one_shot = [
-            i for i, r in enumerate(requests) if isinstance(r, SignalRequest) and not r.streaming
+            (i, r)
+            for i, r in enumerate(requests)
+            if isinstance(r, SignalRequest) and not r.streaming
         ]
         s = self.settings
-        for i, comp in zip(
-            one_shot, self.engine.windows([requests[i] for i in one_shot]), strict=True
+        for (i, req), comp in zip(
+            one_shot, self.engine.windows([r for _, r in one_shot]), strict=True
         ):
-            req = requests[i]
             n = num_windows(req.signal.shape[0], s.window, s.hop)
             results[i] = Extraction(req.frequencies, comp, n, binary=req.binary_answer)
         chunks, idxs = [], []
-        for i, req in enumerate(requests):
-            if isinstance(req, SignalRequest) and req.streaming:
+        for i, r in enumerate(requests):
+            if isinstance(r, SignalRequest) and r.streaming:
                 try:
-                    chunks.append(self._continue(req))
-                    idxs.append(i)
+                    chunks.append(self._continue(r))
+                    idxs.append((i, r.binary_answer))
                 except RequestError as err:
                     results[i] = err
-        for i, (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
+        for (i, binary), (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
             results[i] = Extraction(
                 state.frequencies,
                 comp,
                 None,
                 self.states.encode(state),
                 state.samples_seen,
-                requests[i].binary_answer,
+                binary,
             )
         return results
 

@@ -7,8 +7,11 @@ and model-config.yaml's `handler:` block (serving knobs). A bad value fails the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from handlers.errors import ArchiveError
+from handlers.manifest import handler_block, positive_int, reject_unknown, require
+from handlers.runtime import RUNTIME_FILES
 
 
 @dataclass(frozen=True)
@@ -19,8 +22,8 @@ class GraphSpec:
     """None: the runtime's default file (model.onnx / model.pt)."""
 
 
-SERVING_KEYS = frozenset({"runtime", "threads", "hop", "max_samples", "mc_samples", "mc_seed"})
-"""The knobs model-config.yaml's `handler:` block may set."""
+SERVING_KEYS = frozenset({"runtime", "threads", "hop", "max_samples", "mc_samples", "seed"})
+"""The knobs model-config.yaml's `handler:` block may set (the same names as sentiment's)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class FrequencySettings:
     """Longest signal (or stream chunk) accepted, samples."""
     mc_samples: int
     """MC-dropout samples of the head for the std band."""
-    mc_seed: int
+    seed: int
     """Seed of the fixed dropout masks: answers do not depend on batching."""
     layers: int
     hidden: int
@@ -51,44 +54,62 @@ class FrequencySettings:
 
     @classmethod
     def from_sources(cls, serving: dict | None, export: dict) -> FrequencySettings:
-        serving = serving or {}
-        unknown = sorted(set(serving) - SERVING_KEYS)
-        if unknown:
-            # e.g. stream_idle_s from before streams moved to the client: say so, do not ignore it
-            raise ArchiveError(f"unknown frequency handler settings: {', '.join(unknown)}")
-        try:
-            runtime = str(serving.get("runtime", "onnx"))
-            window = int(export["window"])
-            hop = int(serving.get("hop") or window // 2)
-            step_files = export["step"]["files"]
-            settings = cls(
-                runtime=runtime,
-                window=window,
-                hop=hop,
-                sample_rate=int(export["sample_rate"]),
-                frequencies=tuple(float(f) for f in export["frequencies"]),
-                max_samples=int(serving.get("max_samples", 20000)),
-                mc_samples=int(serving.get("mc_samples", 32)),
-                mc_seed=int(serving.get("mc_seed", 0)),
-                layers=int(export["layers"]),
-                hidden=int(export["hidden"]),
-                sequence=GraphSpec(
-                    tuple(export["sequence"]["inputs"]), tuple(export["sequence"]["outputs"])
-                ),
-                step=GraphSpec(
-                    tuple(export["step"]["inputs"]),
-                    tuple(export["step"]["outputs"]),
-                    step_files[runtime],
-                ),
-                head_file=str(export.get("head", "head.npz")),
-                threads=int(serving["threads"]) if serving.get("threads") else None,
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ArchiveError(f"frequency settings are incomplete or malformed: {e!r}") from e
-        if runtime not in ("onnx", "torchscript"):
-            raise ArchiveError(f"runtime must be onnx or torchscript, not {runtime!r}")
-        if not 0 < hop <= window:
-            raise ArchiveError(f"hop must be in (0, window={window}], not {hop}")
-        if settings.max_samples < 1 or settings.mc_samples < 2:
-            raise ArchiveError("max_samples >= 1 and mc_samples >= 2 are required")
-        return settings
+        """The old argument order, kept for bench/inprocess.py; use `parse_settings`."""
+        return parse_settings({"handler": export}, serving)
+
+
+def _graph(block: dict, name: str, runtime: str | None = None) -> GraphSpec:
+    where = f"manifest handler.{name}"
+    graph = require(block, name, "manifest handler block")
+    if not isinstance(graph, dict):
+        raise ArchiveError(f"{where} must be an object")
+    filename = None
+    if runtime is not None:
+        files = require(graph, "files", where)
+        filename = str(require(files, runtime, f"{where}.files"))
+    return GraphSpec(
+        tuple(require(graph, "inputs", where)), tuple(require(graph, "outputs", where)), filename
+    )
+
+
+def _int(value: Any, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ArchiveError(f"{name} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
+    """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
+    export = handler_block(manifest)
+    serving = dict(config or {})
+    # e.g. stream_idle_s from before streams moved to the client, or the old name mc_seed
+    reject_unknown(serving, SERVING_KEYS, "frequency")
+    where = "manifest handler block"
+    runtime = str(serving.get("runtime", "onnx"))
+    if runtime not in RUNTIME_FILES:
+        raise ArchiveError(f"runtime must be onnx or torchscript, not {runtime!r}")
+    window = positive_int(require(export, "window", where), "manifest window")
+    hop = positive_int(serving.get("hop") or window // 2, "handler.hop")
+    if not hop <= window:
+        raise ArchiveError(f"hop must be in (0, window={window}], not {hop}")
+    frequencies = require(export, "frequencies", where)
+    if not isinstance(frequencies, list) or not frequencies:
+        raise ArchiveError(f"manifest frequencies must be a non-empty list, not {frequencies!r}")
+    threads = serving.get("threads")
+    settings = FrequencySettings(
+        runtime=runtime,
+        window=window,
+        hop=hop,
+        sample_rate=positive_int(require(export, "sample_rate", where), "manifest sample_rate"),
+        frequencies=tuple(float(f) for f in frequencies),
+        max_samples=positive_int(serving.get("max_samples", 20000), "handler.max_samples"),
+        mc_samples=_int(serving.get("mc_samples", 32), "handler.mc_samples", 2),
+        seed=_int(serving.get("seed", 0), "handler.seed"),
+        layers=positive_int(require(export, "layers", where), "manifest layers"),
+        hidden=positive_int(require(export, "hidden", where), "manifest hidden"),
+        sequence=_graph(export, "sequence"),
+        step=_graph(export, "step", runtime),
+        head_file=str(export.get("head", "head.npz")),
+        threads=positive_int(threads, "handler.threads") if threads else None,
+    )
+    return settings

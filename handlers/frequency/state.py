@@ -24,6 +24,7 @@ import os
 import secrets
 import struct
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,12 +57,14 @@ class StreamState:
     samples_seen: int = 0
 
 
-def load_key(env: dict | None = None) -> bytes:
+def load_key(env: Mapping[str, str] | None = None) -> bytes:
     """The signing key: the file named by FREQUENCY_STATE_HMAC_FILE, else one generated locally."""
-    env = os.environ if env is None else env
-    named = env.get(KEY_FILE_ENV)
+    environ = os.environ if env is None else env
+    named = environ.get(KEY_FILE_ENV)
     path = (
-        Path(named) if named else Path(env.get("TMPDIR") or tempfile.gettempdir()) / LOCAL_KEY_NAME
+        Path(named)
+        if named
+        else Path(environ.get("TMPDIR") or tempfile.gettempdir()) / LOCAL_KEY_NAME
     )
     if not named and not path.exists():
         _create_key(path)

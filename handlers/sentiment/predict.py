@@ -4,16 +4,19 @@ spread of the head. Used by the TorchServe handler and, unchanged, in-process by
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from handlers.errors import ArchiveError
+from handlers.manifest import read_manifest
 from handlers.runtime import Runtime, load_runtime
 from handlers.sentiment.settings import SentimentSettings, parse_settings
 from handlers.sentiment.tokenize import TextEncoder
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
+
+UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
+"""The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
 
 SELF_CHECK_TEXTS = ["a short one", "a somewhat longer text to check that padding is masked out"]
 
@@ -30,7 +33,7 @@ class SentimentPredictor:
         self.settings = settings
         self.name = name
         self.encoder = TextEncoder(
-            model_dir / "tokenizer" / "tokenizer.json",
+            model_dir / settings.tokenizer_file,
             settings.max_length,
             settings.pad_token_id,
             settings.head_tokens,
@@ -43,7 +46,15 @@ class SentimentPredictor:
             device,
             settings.threads,
         )
-        self.head = MLPHead.load(model_dir / "head.npz")
+        self.head = MLPHead.load(model_dir / settings.head_file)
+        if (
+            settings.feature_dim is not None
+            and self.head.weights[0].shape[1] != settings.feature_dim
+        ):
+            raise ArchiveError(
+                f"head takes {self.head.weights[0].shape[1]} features, the manifest says "
+                f"{settings.feature_dim}"
+            )
         if self.head.weights[-1].shape[0] != len(settings.labels):
             raise ArchiveError(
                 f"head has {self.head.weights[-1].shape[0]} outputs for labels {settings.labels}"
@@ -62,8 +73,7 @@ class SentimentPredictor:
     ):
         """Load from a directory holding manifest.json and the exported files (artifact dir or
         unpacked archive); `config` is the model-config's `handler:` block."""
-        manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
-        return cls(model_dir, parse_settings(manifest, config), device, name)
+        return cls(model_dir, parse_settings(read_manifest(model_dir), config), device, name)
 
     def _self_check(self) -> None:
         # A head.npz that does not belong to this export would give plausible-looking nonsense.

@@ -8,10 +8,25 @@ answering the first request with a 500.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from handlers.errors import ArchiveError
+from handlers.manifest import handler_block, positive_int, reject_unknown, require
 from handlers.runtime import RUNTIME_FILES
+
+SERVING_KEYS = frozenset(
+    {
+        "runtime",
+        "threads",
+        "max_length",
+        "mc_samples",
+        "seed",
+        "max_text_bytes",
+        "max_texts",
+        "max_batch_tokens",
+        "self_check_atol",
+    }
+)
+"""The knobs model-config.yaml's `handler:` block may set."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,12 @@ class SentimentSettings:
     filled from its end (head+tail, as in training). max_length keeps the start only."""
     version: str
     """The artifact version from the manifest, reported in every response."""
+    tokenizer_file: str = "tokenizer/tokenizer.json"
+    """The tokenizer.json, relative to the archive (manifest `tokenizer`)."""
+    head_file: str = "head.npz"
+    """The stochastic head's weights (manifest `head`)."""
+    feature_dim: int | None = None
+    """Width of the graph's features output, which the head must take (manifest `feature_dim`)."""
     runtime: str = "onnx"
     """onnx or torchscript."""
     threads: int | None = None
@@ -51,30 +72,21 @@ class SentimentSettings:
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
 
 
-def _require(block: dict, key: str, where: str) -> Any:
-    if key not in block:
-        raise ArchiveError(f"{where} has no {key!r}")
-    return block[key]
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ArchiveError(f"{name} must be a positive integer, not {value!r}")
-    return value
+HEAD_TAIL = "head+tail"
+"""The truncation training writes, with `head_tokens` beside it."""
 
 
 def _head_tokens(block: dict, max_length: int) -> int:
-    """The manifest's truncation → head tokens. Accepted: {"strategy": "head_tail", "head_tokens": N},
-    a `head_tokens` key beside it, "left" (keep the end), or "right"/true/absent (keep the start)."""
+    """The manifest's truncation → head tokens: "head+tail" with `head_tokens` (what training
+    writes), "left" (keep the end), or "right"/true/absent (keep the start)."""
     rule = block.get("truncation")
     head = block.get("head_tokens")
-    if isinstance(rule, dict):
-        head = rule.get("head_tokens", head)
-        rule = rule.get("strategy", rule.get("side"))
-    if head is not None:
+    if rule == HEAD_TAIL:
         if isinstance(head, bool) or not isinstance(head, int) or head < 0:
             raise ArchiveError(f"head_tokens must be a non-negative integer, not {head!r}")
         return head
+    if head is not None:
+        raise ArchiveError(f"head_tokens is set but truncation is {rule!r}, not {HEAD_TAIL!r}")
     if isinstance(rule, str) and rule.lower() == "left":
         return 0
     if rule in (None, True) or (
@@ -86,16 +98,14 @@ def _head_tokens(block: dict, max_length: int) -> int:
 
 def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
-    block = manifest.get("handler")
-    if not isinstance(block, dict):
-        raise ArchiveError("manifest.json has no handler block")
+    block = handler_block(manifest)
     serve = dict(config or {})
     where = "manifest handler block"
-    exported_max = _positive_int(_require(block, "max_length", where), "manifest max_length")
-    max_length = _positive_int(serve.pop("max_length", None) or exported_max, "handler.max_length")
+    exported_max = positive_int(require(block, "max_length", where), "manifest max_length")
+    max_length = positive_int(serve.pop("max_length", None) or exported_max, "handler.max_length")
     if max_length > exported_max:
         raise ArchiveError(f"handler.max_length {max_length} exceeds the exported {exported_max}")
-    labels = tuple(str(x) for x in _require(block, "labels", where))
+    labels = tuple(str(x) for x in require(block, "labels", where))
     if len(labels) < 2:
         raise ArchiveError(f"need at least two labels, got {labels}")
     temperature = float(block.get("temperature", 1.0))
@@ -107,30 +117,25 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
             f"handler.runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}"
         )
     threads = serve.pop("threads", None)
-    known = {
-        "mc_samples",
-        "seed",
-        "max_text_bytes",
-        "max_texts",
-        "max_batch_tokens",
-        "self_check_atol",
-    }
-    unknown = set(serve) - known
-    if unknown:
-        raise ArchiveError(f"unknown handler settings in model-config: {sorted(unknown)}")
+    reject_unknown(serve, SERVING_KEYS - {"runtime", "threads", "max_length"}, "sentiment")
     for key in ("mc_samples", "max_text_bytes", "max_texts", "max_batch_tokens"):
         if key in serve:
-            _positive_int(serve[key], f"handler.{key}")
+            positive_int(serve[key], f"handler.{key}")
     return SentimentSettings(
-        input_names=tuple(_require(block, "input_names", where)),
-        output_names=tuple(_require(block, "output_names", where)),
+        input_names=tuple(require(block, "input_names", where)),
+        output_names=tuple(require(block, "output_names", where)),
         labels=labels,
         temperature=temperature,
         max_length=max_length,
         pad_token_id=int(block.get("pad_token_id", 0)),
         head_tokens=_head_tokens(block, exported_max),
         version=str(manifest.get("version", "unknown")),
+        tokenizer_file=str(block.get("tokenizer", "tokenizer/tokenizer.json")),
+        head_file=str(block.get("head", "head.npz")),
+        feature_dim=positive_int(block["feature_dim"], "manifest feature_dim")
+        if "feature_dim" in block
+        else None,
         runtime=runtime,
-        threads=_positive_int(threads, "handler.threads") if threads else None,
+        threads=positive_int(threads, "handler.threads") if threads else None,
         **serve,
     )

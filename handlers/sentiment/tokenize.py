@@ -7,6 +7,7 @@ attention masking makes the answer for a text independent of what it was batched
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,18 @@ def truncate_ids(ids: list[int], budget: int, head_tokens: int) -> list[int]:
         return ids
     head = min(head_tokens, budget)
     return ids[:head] + ids[len(ids) - (budget - head) :]
+
+
+def pad_rows(rows: Sequence[list[int]], pad_token_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, attention mask), (B, T) int64, padded to the longest row of this batch (training pads
+    the same way)."""
+    longest = max((len(r) for r in rows), default=0)
+    ids = np.full((len(rows), longest), pad_token_id, dtype=np.int64)
+    mask = np.zeros((len(rows), longest), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
 
 
 def special_tokens(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
@@ -71,10 +84,5 @@ class TextEncoder:
             [*self.prefix, *truncate_ids(p, self.budget, self.head_tokens), *self.suffix]
             for p in pieces
         ]
-        longest = max((len(r) for r in rows), default=0)
-        ids = np.full((len(rows), longest), self.pad_token_id, dtype=np.int64)
-        mask = np.zeros((len(rows), longest), dtype=np.int64)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = row
-            mask[i, : len(row)] = 1
+        ids, mask = pad_rows(rows, self.pad_token_id)
         return EncodedBatch(ids, mask, tuple(len(p) > self.budget for p in pieces))

@@ -12,9 +12,8 @@ import pytest
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
-from handlers.frequency.settings import FrequencySettings
-from tests.support.torchserve import start_torchserve
-from training.common.manifest import read_manifest
+from handlers.frequency.settings import parse_settings
+from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
@@ -23,13 +22,14 @@ RAW = "application/octet-stream"
 STATE_HEADER = "X-Stream-State"
 
 
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture(scope="module")
-def server(frequency_archive, tmp_path_factory):
-    ts = start_torchserve(
-        tmp_path_factory.mktemp("frequency-serve"), {"frequency": frequency_archive}
-    )
-    yield ts
-    ts.stop()
+def server(served):
+    """The session's one TorchServe (tests/fixtures/served.py), which serves the frequency archive."""
+    assert "frequency" in served.models
+    return served
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_json_request_returns_components_with_std_and_version(server, signal, fr
     # The served answer is the in-process engine's answer.
     manifest = read_manifest(frequency_artifacts)
     engine = FrequencyEngine(
-        FrequencySettings.from_sources({"runtime": "onnx"}, manifest["handler"]),
+        parse_settings(manifest, {"runtime": "onnx"}),
         frequency_artifacts,
     )
     want = engine.windows([SignalRequest(signal, 1000, (1.0, 3.0), (0, 1))])[0]

@@ -19,7 +19,7 @@ import requests
 import yaml
 
 from handlers import telemetry
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.windowing import num_windows
 
 pytestmark = pytest.mark.integration
@@ -140,7 +140,7 @@ def post_all(served, model: str, bodies: list[tuple[bytes, str]]) -> list[reques
 def frequency_settings(served) -> FrequencySettings:
     manifest = json.loads((served.artifacts["frequency"] / "manifest.json").read_text())
     config = yaml.safe_load((ROOT / "handlers" / "frequency" / "model-config.yaml").read_text())
-    return FrequencySettings.from_sources(config.get("handler") or {}, manifest["handler"])
+    return parse_settings(manifest, config.get("handler"))
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from deploy.s3 import Layout, StoreSettings, promote, publish
+from handlers.manifest import sha256_file
 from tests.support.torchserve import TorchServe
-from training.common.manifest import sha256_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 MiB = 1024 * 1024

@@ -17,7 +17,7 @@ import pytest
 
 from deploy.s3 import IntegrityError, Layout, NotFound, StoreSettings, VersionExists, publish, pull
 from deploy.s3.publish import upload_archive
-from training.common.manifest import sha256_file
+from handlers.manifest import sha256_file
 
 pytestmark = pytest.mark.integration
 MiB = 1024 * 1024

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
+from tests.support.predictions import assert_same_prediction
+
 pytestmark = pytest.mark.integration
 
 PATH = "/predictions/sentiment"
@@ -23,16 +25,6 @@ REVIEWS = [
     "Terrible. Just terrible.",
     "It was fine, I guess?",
 ]
-
-
-def assert_same_prediction(got: dict, want: dict) -> None:
-    assert got["label"] == want["label"]
-    assert got["truncated"] == want["truncated"]
-    assert got["model"] == want["model"]
-    for lab, p in want["probabilities"].items():
-        assert got["probabilities"][lab] == pytest.approx(p, abs=1e-4)
-    for key, value in want["uncertainty"].items():
-        assert got["uncertainty"][key] == pytest.approx(value, abs=1e-4)
 
 
 def post_json(served, body) -> requests.Response:

@@ -113,3 +113,19 @@ def test_form_encoded_request_that_torchserve_emptied_gets_a_415_hint():
         decode_request({}, {"Content-Type": "application/x-www-form-urlencoded"})
     with pytest.raises(BadField, match="no body"):
         decode_request({}, {})
+
+
+def test_a_models_binary_types_stay_bytes_and_its_parameters_are_not_bodies():
+    from handlers.codec import Payload, decode_request
+
+    raw = b"\x00\x00\x80?"
+    headers = {"body": {"content-type": "application/octet-stream"}}
+    binary = ("application/octet-stream",)
+    assert decode_request({"body": bytearray(raw)}, headers, binary) == Payload("binary", raw)
+    # Without binary types the same body is sniffed as text (sentiment's contract).
+    assert decode_request({"body": b"hi"}, headers).kind == "text"
+    # With them, a lone form field is a parameter, not the body.
+    with pytest.raises(BadField, match="form parts"):
+        decode_request({"sample_rate": b"1000"}, {}, binary)
+    with pytest.raises(UnsupportedMediaType, match="application/octet-stream"):
+        decode_request({"body": b"x"}, {"body": {"content-type": "image/png"}}, binary)

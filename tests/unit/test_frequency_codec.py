@@ -1,4 +1,4 @@
-"""Request decoding: JSON and raw float32 bodies, parameters from query or headers, and refusals."""
+"""Request decoding: JSON and raw float32 bodies, parameters from gRPC inputs or headers, and refusals."""
 
 import json
 
@@ -13,7 +13,7 @@ from handlers.errors import (
     UnsupportedMediaType,
 )
 from handlers.frequency.codec import decode_request
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import parse_settings
 
 EXPORT = {
     "window": 50, "sample_rate": 1000, "frequencies": [1.0, 3.0, 5.0, 7.0], "hidden": 8, "layers": 1,
@@ -21,7 +21,7 @@ EXPORT = {
     "step": {"inputs": ["signal", "h0", "c0"], "outputs": ["output", "features", "hn", "cn"],
              "files": {"onnx": "step.onnx", "torchscript": "step.pt"}},
 }  # fmt: skip
-SETTINGS = FrequencySettings.from_sources({"max_samples": 100}, EXPORT)
+SETTINGS = parse_settings({"handler": EXPORT}, {"max_samples": 100})
 JSON_HEADERS = {"body": {"content-type": "application/json"}}
 RAW_HEADERS = {"body": {"content-type": "application/octet-stream"}}
 
@@ -41,7 +41,7 @@ def test_json_request_selects_frequencies_in_request_order():
     assert req.frequencies == (7.0, 3.0) and req.selectors == (3, 1)
 
 
-def test_raw_float32_body_with_query_parameters():
+def test_raw_float32_body_with_grpc_input_parameters():
     x = np.array([0.5, -1.25, 2.0], dtype="<f4")
     row = {"body": bytearray(x.tobytes()), "sample_rate": b"1000", "frequencies": b"3,5"}
     req = decode_request(row, RAW_HEADERS, SETTINGS)
@@ -148,3 +148,23 @@ def test_contradictory_stream_fields_are_refused(body, headers, words):
     with pytest.raises(BadField) as e:
         decode_request({"body": body}, headers, SETTINGS)
     assert words in e.value.reason
+
+
+@pytest.mark.parametrize(
+    "manifest,config,words",
+    [
+        ({"handler": EXPORT}, {"mc_seed": 1}, "unknown frequency handler settings: mc_seed"),
+        ({"handler": {k: v for k, v in EXPORT.items() if k != "window"}}, {}, "no 'window'"),
+        ({"handler": EXPORT | {"step": {"inputs": [], "outputs": []}}}, {}, "no 'files'"),
+        ({"handler": EXPORT}, {"hop": 51}, "hop must be in"),
+        ({"handler": EXPORT}, {"max_samples": "many"}, "handler.max_samples"),
+        ({}, {}, "no handler block"),
+    ],
+)
+def test_bad_frequency_settings_fail_at_load_naming_the_key(manifest, config, words):
+    """As strict as sentiment's: the message names the key, never a bare KeyError('window')."""
+    from handlers.errors import ArchiveError
+
+    with pytest.raises(ArchiveError) as e:
+        parse_settings(manifest, config)
+    assert words in str(e.value) and "KeyError" not in str(e.value)

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from handlers.manifest import read_manifest
 from handlers.runtime import load_runtime
 from handlers.uncertainty import MLPHead
-from training.common.manifest import read_manifest
 from training.common.parity import ParityError
 from training.frequency import export
 from training.frequency.__main__ import run

@@ -11,10 +11,11 @@ import yaml
 from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
+from handlers.base import BATCH_SIZE_HEADER
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import STATE_HEADER, Extraction, FrequencyPredictor
 from handlers.frequency.state import KEY_FILE_ENV
-from handlers.frequency_handler import BATCH_SIZE_HEADER, FrequencyHandler
+from handlers.frequency_handler import FrequencyHandler
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from handlers.frequency.engine import model_inputs
 from training.frequency.config import SignalSpec
-from training.frequency.data import make_signal, model_inputs, sample_windows
+from training.frequency.data import make_signal, sample_windows
 
 SPEC = SignalSpec(duration_s=10.0)
 

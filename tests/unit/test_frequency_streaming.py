@@ -10,7 +10,7 @@ import pytest
 from handlers.errors import ArchiveError, BadState, StaleState
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import parse_settings
 from handlers.frequency.state import (
     KEY_FILE_ENV,
     LOCAL_KEY_NAME,
@@ -18,7 +18,7 @@ from handlers.frequency.state import (
     StreamState,
     load_key,
 )
-from training.common.manifest import read_manifest
+from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
@@ -123,9 +123,7 @@ def test_local_key_is_generated_once_private_and_shared_by_workers(tmp_path):
 
 @pytest.fixture(scope="module")
 def engine(frequency_artifacts):
-    settings = FrequencySettings.from_sources(
-        {"runtime": "onnx"}, read_manifest(frequency_artifacts)["handler"]
-    )
+    settings = parse_settings(read_manifest(frequency_artifacts), {"runtime": "onnx"})
     return FrequencyEngine(settings, frequency_artifacts)
 
 

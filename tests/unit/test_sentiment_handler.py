@@ -16,12 +16,14 @@ from tokenizers.processors import TemplateProcessing
 from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
+from handlers.base import BATCH_SIZE_HEADER
 from handlers.errors import ArchiveError
 from handlers.sentiment.predict import SentimentPredictor
 from handlers.sentiment.settings import parse_settings
 from handlers.sentiment.tokenize import TextEncoder, truncate_ids
-from handlers.sentiment_handler import BATCH_SIZE_HEADER, SentimentHandler
+from handlers.sentiment_handler import SentimentHandler
 from handlers.uncertainty import MLPHead
+from tests.support.predictions import assert_same_prediction
 from training.common.manifest import write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +116,8 @@ def write_toy_artifacts(out: Path) -> Path:
             "temperature": 1.3,
             "max_length": EXPORT_MAX_LENGTH,
             "pad_token_id": 0,
-            "truncation": {"strategy": "head_tail", "head_tokens": HEAD_TOKENS},
+            "truncation": "head+tail",
+            "head_tokens": HEAD_TOKENS,
         },
         metrics={},
         parity={},
@@ -168,16 +171,6 @@ def run_batch(handler: SentimentHandler, requests: list[tuple[object, str | None
 
 def good(text: str) -> tuple[bytes, str]:
     return json.dumps({"text": text}).encode(), "application/json"
-
-
-def assert_same_prediction(got: dict, want: dict) -> None:
-    assert got["label"] == want["label"]
-    assert got["truncated"] == want["truncated"]
-    assert got["model"] == want["model"]
-    for lab, p in want["probabilities"].items():
-        assert got["probabilities"][lab] == pytest.approx(p, abs=1e-5)
-    for key, value in want["uncertainty"].items():
-        assert got["uncertainty"][key] == pytest.approx(value, abs=1e-5)
 
 
 def test_single_text_response_schema_and_values(handler, predictor):
@@ -319,7 +312,7 @@ def _manifest(toy_dir) -> dict:
     [
         ({"max_length": EXPORT_MAX_LENGTH + 1}, "exceeds the exported"),
         ({"runtime": "tensorrt"}, "handler.runtime must be one of"),
-        ({"mc_sample": 8}, "unknown handler settings"),
+        ({"mc_sample": 8}, "unknown sentiment handler settings: mc_sample"),
         ({"max_texts": 0}, "positive integer"),
     ],
 )
@@ -332,6 +325,28 @@ def test_unknown_truncation_rule_fails_at_load(toy_dir):
     manifest = _manifest(toy_dir)
     manifest["handler"]["truncation"] = "middle_out"
     with pytest.raises(ArchiveError, match="middle_out"):
+        parse_settings(manifest, {})
+
+
+def test_manifest_names_the_tokenizer_and_head_files_and_the_feature_width(toy_dir, tmp_path):
+    """Serving reads what training writes in the handler block instead of hard-coding it."""
+    moved = tmp_path / "moved"
+    shutil.copytree(toy_dir, moved)
+    (moved / "head.npz").rename(moved / "mc_head.npz")
+    manifest = _manifest(moved)
+    manifest["handler"] |= {"head": "mc_head.npz", "tokenizer": "tokenizer/tokenizer.json"}
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    assert SentimentPredictor.from_dir(moved).predict(["good fun"])[0]["label"]
+    manifest["handler"]["feature_dim"] = 999
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArchiveError, match="the manifest says 999"):
+        SentimentPredictor.from_dir(moved)
+
+
+def test_head_tokens_without_head_tail_truncation_fails_at_load(toy_dir):
+    manifest = _manifest(toy_dir)
+    manifest["handler"]["truncation"] = "right"
+    with pytest.raises(ArchiveError, match="head_tokens is set"):
         parse_settings(manifest, {})
 
 

@@ -182,14 +182,39 @@ def test_request_id_reads_the_batch_index_from_the_context():
 def sentiment_answer(label: str, entropy: float, truncated: bool = False) -> dict:
     return {
         "label": label,
-        "uncertainty": {"entropy": entropy, "mutual_information": entropy / 10, "samples": 8},
+        "uncertainty": {
+            "entropy": entropy,
+            "mutual_information": entropy / 10,
+            "std": entropy / 2,
+            "samples": 8,
+        },
         "truncated": truncated,
     }
 
 
-def test_answers_report_a_mixed_batch_as_the_traffic_implies(tel, fake, caplog):
-    class Ctx:
-        request_ids = {0: "r0", 1: "r1", 2: "r2"}
+class BatchContext:
+    """The slice of TorchServe's Context that postprocess writes to."""
+
+    request_ids = {0: "r0", 1: "r1", 2: "r2"}
+
+    def set_response_header(self, idx, name, value):
+        pass
+
+    def set_response_content_type(self, idx, value):
+        pass
+
+    def set_response_status(self, code, phrase, idx=0):
+        pass
+
+
+def handler_with(cls, tel):
+    handler = cls()
+    handler.context, handler.telemetry = BatchContext(), tel
+    return handler
+
+
+def test_a_mixed_sentiment_batch_is_reported_as_the_traffic_implies(tel, fake, caplog):
+    from handlers.sentiment_handler import SentimentHandler
 
     batch = [
         sentiment_answer("positive", 0.1, truncated=True),
@@ -200,7 +225,7 @@ def test_answers_report_a_mixed_batch_as_the_traffic_implies(tel, fake, caplog):
         ],  # one request, two texts
     ]
     with caplog.at_level(logging.INFO, logger="handlers.telemetry"):
-        tel.answers(batch, Ctx())
+        handler_with(SentimentHandler, tel).postprocess(batch)
     assert fake.values(telemetry.BATCH_SIZE) == [3]
     assert fake.values(telemetry.REFUSED, Reason="bad_field") == [1]
     assert json.loads(caplog.records[0].getMessage())["request_id"] == "r1"
@@ -212,9 +237,18 @@ def test_answers_report_a_mixed_batch_as_the_traffic_implies(tel, fake, caplog):
     assert fake.values(telemetry.UNCERTAINTY, Measure="samples") == []  # a count, not a score
 
 
-def test_answers_observe_windows_once_per_request(tel, fake):
-    tel.answers([{"windows": 5}, {"windows": 1}])
-    assert fake.values(telemetry.WINDOWS) == [5, 1]
+def test_frequency_windows_are_observed_once_per_one_shot_request(tel, fake):
+    import numpy as np
+
+    from handlers.frequency.engine import Components
+    from handlers.frequency.predict import Extraction
+    from handlers.frequency_handler import FrequencyHandler
+
+    comp = Components(np.zeros((1, 4), np.float32), np.full((1, 4), 0.5, np.float32))
+    answers = [Extraction((1.0,), comp, 5), Extraction((1.0,), comp, None, "state", 4)]
+    handler_with(FrequencyHandler, tel).report(answers + [Extraction((1.0,), comp, 1)])
+    assert fake.values(telemetry.WINDOWS) == [5, 1]  # the stream chunk has none
+    assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [1, 1, 1]  # one per answer
 
 
 def test_timed_methods_report_their_stage_and_return_unchanged(fake):

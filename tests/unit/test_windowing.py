@@ -7,9 +7,9 @@ import pytest
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine, model_inputs
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import parse_settings
 from handlers.frequency.windowing import num_windows, split, stitch, taper
-from training.common.manifest import read_manifest
+from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
@@ -61,7 +61,7 @@ def test_taper_trusts_the_window_that_has_read_more_of_the_signal():
 def test_stitched_10s_output_is_as_good_as_the_models_own_windows(frequency_artifacts):
     """The issue's criterion: MSE(stitched) <= 1.1 x MSE(per-window predictions) over 10 s."""
     manifest = read_manifest(frequency_artifacts)
-    settings = FrequencySettings.from_sources({"runtime": "onnx"}, manifest["handler"])
+    settings = parse_settings(manifest, {"runtime": "onnx"})
     engine = FrequencyEngine(settings, frequency_artifacts)
     spec = dataclasses.replace(CONFIGS["tiny"].signal, duration_s=10.0)
     sig = make_signal(spec, seed=2)

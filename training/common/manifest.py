@@ -7,21 +7,17 @@ It is written last, after the parity gate passed, so its presence means "complet
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
+# Moved to the serving side (the contract both use); re-exported for training code.
+from handlers.manifest import read_manifest, sha256_file
+
+__all__ = ["default_version", "read_manifest", "sha256_file", "write_manifest"]
+
 PACKAGES = ("torch", "torchserve", "transformers", "onnx", "onnxruntime", "numpy")
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def git_commit() -> str:
@@ -86,7 +82,3 @@ def write_manifest(
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest
-
-
-def read_manifest(artifact_dir: str | Path) -> dict:
-    return json.loads((Path(artifact_dir) / "manifest.json").read_text())

@@ -29,7 +29,7 @@ def tracking_uri() -> str:
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
+    out: dict[str, object] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):

@@ -116,7 +116,7 @@ def build_trainer(
     return L.Trainer(
         accelerator=opts.accelerator,
         devices=_devices(opts.devices),
-        precision=precision_for(opts),
+        precision=precision_for(opts),  # type: ignore[arg-type]  # one of Lightning's literals
         max_steps=max_steps,
         max_epochs=-1,
         logger=logger if logger is not None else False,

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The serving side's input layout (one selector, or one per row): one definition for both.
+from handlers.frequency.engine import model_inputs
 from training.frequency.config import SignalSpec
+
+__all__ = ["Signal", "make_signal", "model_inputs", "sample_windows"]
 
 
 @dataclass(frozen=True)
@@ -34,14 +38,6 @@ def make_signal(spec: SignalSpec, seed: int) -> Signal:
     mixed = (amplitude * np.sin(2 * np.pi * f * t + phase)).mean(axis=0)
     targets = np.sin(2 * np.pi * f * t)
     return Signal(t=t, mixed=mixed.astype(np.float32), targets=targets.astype(np.float32))
-
-
-def model_inputs(mixed: np.ndarray, selector: int, num_frequencies: int) -> np.ndarray:
-    """(..., T) mix → (..., T, 1 + F): the sample followed by the one-hot frequency selector."""
-    x = np.zeros((*mixed.shape, 1 + num_frequencies), dtype=np.float32)
-    x[..., 0] = mixed
-    x[..., 1 + selector] = 1.0
-    return x
 
 
 def sample_windows(

@@ -10,6 +10,7 @@ once a stream runs past the window length the model was trained on.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -191,8 +192,10 @@ def train(
     L.seed_everything(cfg.torch_seed, verbose=False)
     module = FrequencyModule(cfg, signals)
     # The step index is all the loader carries; the batch itself is drawn in training_step.
-    steps = DataLoader(range(cfg.steps), batch_size=None)
-    val = DataLoader([validation_windows(cfg)], batch_size=None)
+    indices: Any = range(cfg.steps)
+    steps: DataLoader = DataLoader(indices, batch_size=None)
+    windows: Any = [validation_windows(cfg)]
+    val: DataLoader = DataLoader(windows, batch_size=None)
     stop = EarlyStopping("val_mse", patience=cfg.patience, mode="min")
     with tempfile.TemporaryDirectory() as tmp:
         root = out if out is not None else Path(tmp)

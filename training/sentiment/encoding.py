@@ -12,6 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
+# The serving tokenizer's truncation and padding: training feeds the model what serving will.
+from handlers.sentiment.tokenize import pad_rows as serving_pad_rows
+from handlers.sentiment.tokenize import truncate_ids
+
+__all__ = ["Encoded", "encode", "length_batches", "pad_rows", "token_rows", "truncate_ids"]
+
 
 @dataclass(frozen=True)
 class Encoded:
@@ -19,13 +25,6 @@ class Encoded:
     """(B, T) int64, padded with the tokenizer's pad id."""
     attention_mask: np.ndarray
     """(B, T) int64, 1 for real tokens."""
-
-
-def truncate_ids(ids: list[int], budget: int, head_tokens: int) -> list[int]:
-    if len(ids) <= budget:
-        return ids
-    head = min(head_tokens, budget)
-    return ids[:head] + ids[len(ids) - (budget - head) :]
 
 
 def token_rows(
@@ -42,13 +41,7 @@ def token_rows(
 
 def pad_rows(rows: Sequence[list[int]], pad_token_id: int) -> Encoded:
     """Pad to the longest row of this batch (not to max_length: padding costs compute)."""
-    width = max(len(r) for r in rows)
-    input_ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for i, r in enumerate(rows):
-        input_ids[i, : len(r)] = r
-        mask[i, : len(r)] = 1
-    return Encoded(input_ids, mask)
+    return Encoded(*serving_pad_rows(rows, pad_token_id))
 
 
 def encode(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -127,11 +129,12 @@ def fine_tune(
                 torch.from_numpy(labels[idx]))  # fmt: skip
 
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt_root = out if out is not None else tmp
+        ckpt_root = Path(out if out is not None else tmp)
         trainer = build_trainer(opts, ckpt_root, max_steps=len(plan), progress=cfg.progress,
                                 logger=logger, gradient_clip_val=1.0)  # fmt: skip
         batches = PlannedBatches(plan, lambda: trainer.global_step)
-        loader = DataLoader(range(len(rows)), batch_sampler=batches, collate_fn=collate)
+        indices: Any = range(len(rows))  # a map-style dataset of indices; the sampler plans them
+        loader: DataLoader = DataLoader(indices, batch_sampler=batches, collate_fn=collate)
         # Lightning keeps each submodule's mode; the pretrained encoder loads in eval mode, and
         # its dropout belongs to fine-tuning as much as the head's.
         model.train()

@@ -1,0 +1,62 @@
+"""manifest.json, the contract between training and serving: training writes it last (after the
+parity gate), deploy/ verifies the files it lists by hash, the handlers read its `handler` block.
+
+Here, not in training/, so that serving, deploy/ and the images never import training code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from handlers.errors import ArchiveError
+
+MANIFEST_FILE = "manifest.json"
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_manifest(artifact_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(artifact_dir) / MANIFEST_FILE).read_text())
+
+
+# What every model's settings parser shares: `parse_settings(manifest, config)` reads the manifest's
+# `handler` block (what the export is) and model-config.yaml's `handler:` block (serving knobs), and
+# any bad or unknown value fails the load with a message that names it.
+
+
+def handler_block(manifest: dict) -> dict:
+    block = manifest.get("handler")
+    if not isinstance(block, dict):
+        raise ArchiveError("manifest.json has no handler block")
+    return block
+
+
+def require(block: dict, key: str, where: str) -> Any:
+    if key not in block:
+        raise ArchiveError(f"{where} has no {key!r}")
+    return block[key]
+
+
+def positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArchiveError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def reject_unknown(config: dict, known: set[str] | frozenset[str], model: str) -> None:
+    """A knob this handler does not have is a typo or a leftover: say which, do not ignore it."""
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise ArchiveError(
+            f"unknown {model} handler settings: {', '.join(unknown)} "
+            f"(model-config.yaml handler: knows {', '.join(sorted(known))})"
+        )
