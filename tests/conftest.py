@@ -1,10 +1,15 @@
 """Shared fixtures live in tests/fixtures/ (one module per area) and are registered here."""
 
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Training run in tests is tracked in a store of the session's own, never the checkout's mlruns.db.
+os.environ["MLFLOW_TRACKING_URI"] = (
+    f"sqlite:///{tempfile.mkdtemp(prefix='pytest-mlruns-')}/mlruns.db"
+)
 
 pytest_plugins = [
     "tests.fixtures.sentiment",

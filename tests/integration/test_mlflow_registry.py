@@ -47,8 +47,11 @@ def trained(server, tmp_path_factory):
         manifests["frequency"] = run_frequency(
             out["frequency"], CONFIGS["tiny"], plots=True, tracking=tracking, progress=False
         )
+    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(server)
-    return out, manifests
+    yield out, manifests
+    # mlflow keeps the URI process-wide: later tests must not talk to this stopped server.
+    mlflow.set_tracking_uri(previous)
 
 
 def test_training_run_logs_params_step_metrics_and_reports(server, trained):
