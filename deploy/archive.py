@@ -45,14 +45,17 @@ def stage_archive(
     runtime = handler_cfg.get("runtime", "onnx")
     # Top-level exports of the other runtime (model.pt, step.pt, ... for onnx) stay out: the
     # handler opens only the files of the runtime it is configured with.
-    skip = {Path(f).suffix for kind, f in RUNTIME_FILES.items() if kind != runtime}
+    # onnx and onnx-int8 share a suffix, so their files are told apart by name.
+    own = RUNTIME_FILES[runtime]
+    others = {f for kind, f in RUNTIME_FILES.items() if kind != runtime}
+    skip = {Path(f).suffix for f in others} - {Path(own).suffix}
 
     if stage.exists():
         shutil.rmtree(stage)
     extra = stage / "extra"
     extra.mkdir(parents=True)
     for rel, digest in manifest["files"].items():
-        if "/" not in rel and Path(rel).suffix in skip:
+        if "/" not in rel and (Path(rel).suffix in skip or rel in others):
             continue
         src = artifacts / rel
         if not src.is_file() or sha256_file(src) != digest:

@@ -16,6 +16,11 @@ from handlers.sentiment.tokenize import TextEncoder
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
 SELF_CHECK_TEXTS = ["a short one", "a somewhat longer text to check that padding is masked out"]
+FP16_PROBE_TEXTS = [
+    *SELF_CHECK_TEXTS,
+    "An astonishing film: the cast is superb and the ending left the whole theatre in tears. " * 6,
+    "Dull, overlong and badly acted; I checked my watch every ten minutes and regretted it. " * 6,
+]
 
 
 class SentimentPredictor:
@@ -35,14 +40,7 @@ class SentimentPredictor:
             settings.pad_token_id,
             settings.head_tokens,
         )
-        self.runtime: Runtime = load_runtime(
-            settings.runtime,
-            model_dir,
-            settings.input_names,
-            settings.output_names,
-            device,
-            settings.threads,
-        )
+        self.runtime: Runtime = self._open(model_dir, device, settings.fp16)
         self.head = MLPHead.load(model_dir / "head.npz")
         if self.head.weights[-1].shape[0] != len(settings.labels):
             raise ArchiveError(
@@ -50,7 +48,39 @@ class SentimentPredictor:
             )
         # Drawn once: every text sees the same thinned heads, whatever it is batched with.
         self.masks = self.head.masks(settings.mc_samples, settings.seed)
+        if settings.fp16:
+            self._fp16_gate(self._open(model_dir, device, fp16=False))
         self._self_check()
+
+    def _open(self, model_dir: Path, device: str, fp16: bool) -> Runtime:
+        s = self.settings
+        return load_runtime(
+            s.runtime,
+            model_dir,
+            s.input_names,
+            s.output_names,
+            device,
+            s.threads,
+            fp16=fp16,
+            spinning=s.intra_op_spinning,
+        )
+
+    def _fp16_gate(self, fp32: Runtime) -> None:
+        """fp16's parity gate, run where it will serve (the export machine may have no GPU): the
+        same probe texts through float32 and float16 must agree within fp16_atol and on labels."""
+        batch = self.encoder.encode(FP16_PROBE_TEXTS)
+        ids_name, mask_name = self.settings.input_names[:2]
+        feeds = {ids_name: batch.input_ids, mask_name: batch.attention_mask}
+        want, got = fp32.run(feeds), self.runtime.run(feeds)
+        diff = max(float(np.max(np.abs(want[n] - got[n]))) for n in self.settings.output_names)
+        logits = self.settings.output_names[0]
+        same = np.array_equal(want[logits].argmax(-1), got[logits].argmax(-1))
+        if not (diff <= self.settings.fp16_atol and same):
+            raise ArchiveError(
+                f"fp16 parity gate failed on {self.runtime.device}: max |diff| {diff:.3g} "
+                f"(limit {self.settings.fp16_atol}), same labels: {same}; serve with fp16: false"
+            )
+        self.fp16_max_abs_diff = diff
 
     @classmethod
     def from_dir(
@@ -69,7 +99,10 @@ class SentimentPredictor:
         # A head.npz that does not belong to this export would give plausible-looking nonsense.
         logits, features = self._forward(SELF_CHECK_TEXTS)[:2]
         diff = float(np.max(np.abs(self.head.forward(features) - logits)))
-        if not diff <= self.settings.self_check_atol:
+        atol = self.settings.self_check_atol
+        if self.settings.fp16:  # the graph's head ran in float16, the numpy head in float32
+            atol = max(atol, self.settings.fp16_atol)
+        if not diff <= atol:
             raise ArchiveError(
                 f"head.npz does not reproduce the graph's logits (max |diff| {diff:.3g})"
             )

@@ -33,7 +33,7 @@ class SentimentSettings:
     version: str
     """The artifact version from the manifest, reported in every response."""
     runtime: str = "onnx"
-    """onnx or torchscript."""
+    """onnx, onnx-int8 (the export's gated model.int8.onnx) or torchscript."""
     threads: int | None = None
     """Intra-op threads of the runtime; None keeps the runtime's default."""
     mc_samples: int = 16
@@ -46,6 +46,14 @@ class SentimentSettings:
     """Most texts in one {"texts": [...]} request."""
     self_check_atol: float = 1e-3
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
+    fp16: bool = False
+    """TorchScript under float16 autocast: a GPU option, gated at load against float32."""
+    fp16_atol: float = 0.05
+    """fp16 gate: max |logit| and |feature| difference from float32 on the load-time probe texts
+    (and the same predicted label); the head's self-check is widened to this too."""
+    intra_op_spinning: bool = False
+    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
+    on shared cores the spinning threads compete with TorchServe's frontend."""
 
 
 def _require(block: dict, key: str, where: str) -> Any:
@@ -104,7 +112,11 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
             f"handler.runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}"
         )
     threads = serve.pop("threads", None)
-    known = {"mc_samples", "seed", "max_text_bytes", "max_texts", "self_check_atol"}
+    known = {"mc_samples", "seed", "max_text_bytes", "max_texts", "self_check_atol", "fp16_atol"}
+    for key in ("fp16", "intra_op_spinning"):
+        if key in serve and not isinstance(serve[key], bool):
+            raise ArchiveError(f"handler.{key} must be true or false, not {serve[key]!r}")
+    known |= {"fp16", "intra_op_spinning"}
     unknown = set(serve) - known
     if unknown:
         raise ArchiveError(f"unknown handler settings in model-config: {sorted(unknown)}")
