@@ -1,13 +1,15 @@
-"""Serving benchmark: for each model and runtime (TorchScript, ONNX Runtime), the bare artifact's
-in-process throughput at the serving batch size and threads, then served throughput and
-p50/p95/p99 latency through TorchServe at a few concurrencies, with the same requests.
+"""Serving benchmark: for each model and runtime (fp32 ONNX, int8 ONNX, TorchScript), the bare
+artifact's in-process throughput at the serving batch size and threads, then served throughput and
+p50/p95/p99 latency through TorchServe over REST and gRPC at concurrencies up to 32, an open-loop
+run at 70% of the best served throughput (p99/p50), the CPU the load generator, the frontend and
+the workers used, and where a request's time goes.
 
-    python -m bench                      # artifacts/ (make train), reports/bench.{json,md}
-    python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4
+    python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
+    python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
 
-Archives are built here as <model>_ts / <model>_onnx (deploy.archive --runtime --name) and served
-together by one TorchServe from build/bench/. In-process runs before the server starts, so the
-two never share the CPU; the ratio served/in-process is measured in the same run.
+Archives are built here as <model>_<runtime> (deploy.archive --runtime --name) and served together
+by one TorchServe from build/bench/. In-process runs before the server starts, so the two never
+share the CPU; the ratio served/in-process is measured in the same run.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.inprocess import in_process_throughput
-from bench.report import markdown_table
-from bench.served import served_load
+from bench.cpu import CpuMeter
+from bench.inprocess import in_process_throughput, sentiment_stages
+from bench.metrics import breakdown, scrape
+from bench.report import markdown_table, plot
+from bench.served import paced_load, served_load
+from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import Payloads, PayloadSettings
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx"}
-RUNTIME_FILE = {"torchscript": "model.pt", "onnx": "model.onnx"}
+RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx", "onnx-int8": "int8"}
 
 
 def bench_payloads(model: str, n: int) -> list[dict]:
@@ -50,14 +54,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--models", nargs="+", default=["sentiment", "frequency"])
     p.add_argument(
-        "--runtimes", nargs="+", default=["torchscript", "onnx"], choices=sorted(RUNTIME_SUFFIX)
+        "--runtimes", nargs="+", default=["onnx", "onnx-int8"], choices=sorted(RUNTIME_SUFFIX)
     )
-    p.add_argument("--concurrency", default="1,4,8", help="comma-separated concurrent callers")
+    p.add_argument("--concurrency", default="1,4,16,32", help="comma-separated concurrent callers")
     p.add_argument(
-        "--requests", type=int, default=64, help="requests per served level (and in-process set)"
+        "--requests",
+        type=int,
+        default=64,
+        help="requests per served level (at least 4 per client) and the in-process set",
     )
     p.add_argument("--min-seconds", type=float, default=3.0, help="in-process timing floor")
-    p.add_argument("--protocol", choices=("rest", "grpc"), default="rest")
+    p.add_argument("--protocols", nargs="+", choices=("rest", "grpc"), default=["rest", "grpc"])
+    p.add_argument(
+        "--paced",
+        type=float,
+        default=0.7,
+        help="open-loop run at this fraction of the best served throughput (0: skip)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     return p.parse_args(argv)
@@ -74,15 +87,27 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
                 file=sys.stderr,
             )
             continue
+        files = json.loads((art / "manifest.json").read_text())["files"]
         for runtime in args.runtimes:
-            if (art / RUNTIME_FILE[runtime]).exists():
+            if RUNTIME_FILES[runtime] in files:
                 todo.append((model, runtime, art))
             else:
                 print(
-                    f"bench: {art} has no {RUNTIME_FILE[runtime]}; skipping {model}/{runtime}",
+                    f"bench: {art} has no {RUNTIME_FILES[runtime]}; skipping {model}/{runtime}",
                     file=sys.stderr,
                 )
     return todo
+
+
+def measure_level(server, settings, row: dict, payloads: list[dict], c: int, proto: str) -> dict:
+    """One closed-loop level, with the CPU each party used and TorchServe's counters around it."""
+    meter = CpuMeter(server.process.pid if server.process else None)
+    before = scrape(server.metrics_url)
+    meter.start()
+    result = served_load(settings, row["archive"], payloads, c, proto)
+    result["cpu"] = meter.stop()
+    result["breakdown"] = breakdown(before, scrape(server.metrics_url), row["archive"])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
     results, archives = [], {}
-    steps = tqdm(total=len(todo) * (2 + len(levels)), desc="bench", unit="step")
+    per_row = len(args.protocols) * (len(levels) + (args.paced > 0))
+    steps = tqdm(total=len(todo) * (2 + per_row), desc="bench", unit="step")
     for model, runtime, art in todo:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
@@ -107,18 +133,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
-        inproc = in_process_throughput(
-            model, art, runtime, bench_payloads(model, args.requests), args.min_seconds
-        )
-        results.append(
-            {
-                "model": model,
-                "runtime": runtime,
-                "archive": name,
-                "in_process": inproc,
-                "served": [],
-            }
-        )
+        payloads = bench_payloads(model, args.requests)
+        row = {
+            "model": model,
+            "runtime": runtime,
+            "archive": name,
+            "in_process": in_process_throughput(model, art, runtime, payloads, args.min_seconds),
+            "served": [],
+            "paced": [],
+        }
+        if model == "sentiment":
+            row["stages"] = sentiment_stages(art, runtime, payloads)
+        results.append(row)
         steps.update()
 
     steps.set_postfix_str("starting TorchServe")
@@ -136,13 +162,23 @@ def main(argv: list[str] | None = None) -> int:
             key_file=server.workdir / "key_file.json",
         )
         for row in results:
-            payloads = bench_payloads(row["model"], args.requests)
-            for c in levels:
-                steps.set_postfix_str(f"served {row['archive']} x{c}")
-                row["served"].append(
-                    served_load(settings, row["archive"], payloads, c, args.protocol)
-                )
-                steps.update()
+            for proto in args.protocols:
+                for c in levels:
+                    steps.set_postfix_str(f"served {row['archive']} {proto} x{c}")
+                    payloads = bench_payloads(row["model"], max(args.requests, 4 * c))
+                    row["served"].append(measure_level(server, settings, row, payloads, c, proto))
+                    steps.update()
+                if args.paced > 0:
+                    best = max(s["rps"] for s in row["served"] if s["protocol"] == proto)
+                    rate = args.paced * best
+                    steps.set_postfix_str(f"paced {row['archive']} {proto} {rate:.1f}/s")
+                    n = max(args.requests, int(rate * 5))  # at least ~5 s of schedule
+                    row["paced"].append(
+                        paced_load(
+                            settings, row["archive"], bench_payloads(row["model"], n), rate, proto
+                        )
+                    )
+                    steps.update()
     finally:
         server.stop()
         steps.close()
@@ -163,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             "artifacts": str(args.artifacts),
             "requests": args.requests,
             "concurrency": levels,
-            "protocol": args.protocol,
+            "protocols": args.protocols,
             "min_seconds": args.min_seconds,
+            "paced_fraction": args.paced,
         },
         "versions": _versions(),
         "results": results,
@@ -173,9 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(report, indent=2))
     (args.out / "bench.md").write_text(table)
+    plot(report, args.out / "bench.png")
     print(table)
-    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}")
-    return 0 if all(s["errors"] == 0 for r in results for s in r["served"]) else 1
+    print(f"wrote {args.out}/bench.json, bench.md and bench.png")
+    errors = [s["errors"] for r in results for s in r["served"] + r["paced"]]
+    return 0 if not any(errors) else 1
 
 
 def _versions() -> dict[str, str]:

@@ -103,3 +103,44 @@ def in_process_throughput(
         "seconds": elapsed,
         "rps": done / elapsed,
     }
+
+
+def sentiment_stages(
+    artifacts: Path, runtime: str, payloads: list[dict], min_seconds: float = 2.0
+) -> dict:
+    """The handler's inference stage taken apart in-process, ms per request at the serving batch:
+    tokenization, the runtime call, the MC-dropout head (calibrated probabilities and spread) and
+    the JSON of the answers. What the served breakdown cannot see inside a worker."""
+    import json as _json
+
+    from handlers.uncertainty import classify_with_uncertainty
+
+    shape, handler = serving_shape("sentiment")
+    from handlers.sentiment.predict import SentimentPredictor
+
+    p = SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
+    ids_name, mask_name = p.settings.input_names[:2]
+    texts = [x["text"] for x in payloads]
+    batches = [texts[i : i + shape.batch_size] for i in range(0, len(texts), shape.batch_size)]
+    answer = p.predict(texts[:1])[0]  # the JSON cost is per answer, whatever its text
+    totals = dict.fromkeys(("tokenize", "runtime", "head", "json"), 0.0)
+    done, start = 0, time.perf_counter()
+    while True:
+        for batch in batches:
+            t0 = time.perf_counter()
+            enc = p.encoder.encode(batch)
+            t1 = time.perf_counter()
+            out = p.runtime.run({ids_name: enc.input_ids, mask_name: enc.attention_mask})
+            t2 = time.perf_counter()
+            features = out[p.settings.output_names[1]]
+            classify_with_uncertainty(features, p.head, p.masks, p.settings.temperature)
+            t3 = time.perf_counter()
+            for _ in batch:
+                _json.dumps(answer)
+            t4 = time.perf_counter()
+            for k, dt in zip(totals, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                totals[k] += dt
+            done += len(batch)
+        if time.perf_counter() - start >= min_seconds:
+            break
+    return {k: round(v / done * 1e3, 3) for k, v in totals.items()} | {"requests": done}

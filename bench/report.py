@@ -1,35 +1,186 @@
-"""The benchmark report as a markdown table (one row per model × runtime × concurrency)."""
+"""The benchmark report: markdown tables (served levels, open-loop p99/p50, where the time goes)
+and a PNG of throughput and p99 against concurrency, one line per runtime × protocol."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+
+def _f(x, fmt: str = ".1f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def served_rows(report: dict) -> list[dict]:
+    """Flat rows: one per model × runtime × protocol × concurrency, with the served/in-process ratio."""
+    rows = []
+    for r in report["results"]:
+        ip = r["in_process"]["rps"]
+        for s in r["served"]:
+            rows.append(
+                {"model": r["model"], "runtime": r["runtime"], "in_process_rps": ip, **s}
+                | {"ratio": s["rps"] / ip if ip else None}
+            )
+    return rows
+
+
+def summary(report: dict) -> list[dict]:
+    """Per model × runtime × protocol: best served throughput, served/in-process at 16 clients
+    (the issue's goal, else the highest level run) and int8's served speed-up over fp32."""
+    out = []
+    for r in report["results"]:
+        ip = r["in_process"]["rps"]
+        for proto in sorted({s["protocol"] for s in r["served"]}):
+            levels = [s for s in r["served"] if s["protocol"] == proto]
+            at = next((s for s in levels if s["concurrency"] == 16), levels[-1])
+            out.append(
+                {
+                    "model": r["model"],
+                    "runtime": r["runtime"],
+                    "protocol": proto,
+                    "in_process_rps": ip,
+                    "best_rps": max(s["rps"] for s in levels),
+                    "ratio_concurrency": at["concurrency"],
+                    "served_over_in_process": at["rps"] / ip if ip else None,
+                }
+            )
+    fp32 = {(s["model"], s["protocol"]): s["best_rps"] for s in out if s["runtime"] == "onnx"}
+    for s in out:
+        base = fp32.get((s["model"], s["protocol"]))
+        s["over_fp32"] = s["best_rps"] / base if base and s["runtime"] != "onnx" else None
+    return out
 
 
 def markdown_table(report: dict) -> str:
     s = report["settings"]
+    m, v = report["machine"], report["versions"]
     lines = [
         f"# Serving benchmark ({report['created']})",
         "",
-        f"{report['machine']['cpus']} CPUs, {report['machine']['platform']}; "
-        f"torch {report['versions']['torch']}, onnxruntime {report['versions']['onnxruntime']}, "
-        f"torchserve {report['versions']['torchserve']}; artifacts `{s['artifacts']}`; "
-        f"{s['requests']} requests per level over {s['protocol'].upper()}.",
+        f"{m['cpus']} CPUs, {m['platform']}; torch {v['torch']}, onnxruntime {v['onnxruntime']}, "
+        f"torchserve {v['torchserve']}; artifacts `{s['artifacts']}`; at least {s['requests']} "
+        f"requests per level (4 per client), one text per request, protocols "
+        f"{', '.join(p.upper() for p in s['protocols'])}.",
         "",
-        "| model | runtime | batch × threads | in-process req/s | concurrency | served req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process |",
+        "## Summary",
+        "",
+        "| model | runtime | protocol | in-process req/s | best served req/s | served / in-process (at clients) | × fp32 |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for x in summary(report):
+        lines.append(
+            f"| {x['model']} | {x['runtime']} | {x['protocol']} | {x['in_process_rps']:.1f} "
+            f"| {x['best_rps']:.1f} | {_f(x['served_over_in_process'], '.2f')} ({x['ratio_concurrency']}) "
+            f"| {_f(x['over_fp32'], '.2f')} |"
+        )
+    lines += [
+        "",
+        "## Closed loop: N clients, each sends its next request when the last one is answered",
+        "",
+        "| model | runtime | protocol | batch × threads | clients | served req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process | CPU cores: load gen / frontend / workers | mean batch |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in report["results"]:
+        ip = r["in_process"]
+        for x in r["served"]:
+            cpu = x.get("cpu") or {}
+            br = x.get("breakdown") or {}
+            ratio = x["rps"] / ip["rps"] if ip["rps"] else None
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {x['protocol']} | {ip['batch_size']} × {ip['threads']} "
+                f"| {x['concurrency']} | {x['rps']:.1f} | {x['p50_ms']:.0f} | {x['p95_ms']:.0f} | {x['p99_ms']:.0f} "
+                f"| {x['errors']} | {_f(ratio, '.2f')} "
+                f"| {_f(cpu.get('loadgen'), '.2f')} / {_f(cpu.get('frontend'), '.2f')} / {_f(cpu.get('workers'), '.2f')} "
+                f"| {_f(br.get('mean_batch'), '.1f')} |"
+            )
+    paced = [(r, p) for r in report["results"] for p in r.get("paced", [])]
+    if paced:
+        lines += [
+            "",
+            f"## Open loop at {s.get('paced_fraction', 0.7):.0%} of the best closed-loop throughput",
+            "",
+            "Requests are sent on a fixed schedule; latency counts from when a request was due.",
+            "",
+            "| model | runtime | protocol | offered req/s | served req/s | p50 ms | p99 ms | p99 / p50 | errors |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r, p in paced:
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {p['protocol']} | {p['rate']:.1f} | {p['rps']:.1f} "
+                f"| {p['p50_ms']:.0f} | {p['p99_ms']:.0f} | {_f(p['p99_over_p50'], '.2f')} | {p['errors']} |"
+            )
+    lines += [
+        "",
+        "## Where the time goes",
+        "",
+        "Served, per level (TorchServe's counters between two scrapes): client latency (mean), the",
+        "frontend's latency per request (receipt to response, queue included), queue wait per request,",
+        "and the handler's stages per batch. Client mean − frontend latency = HTTP/gRPC, client and",
+        "network; frontend latency − queue − handler stages = frontend↔worker transfer and batching.",
+        "",
+        "| model | runtime | protocol | clients | client mean ms | frontend ms | queue ms | preprocess ms/batch | inference ms/batch | postprocess ms/batch | mean batch |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for row in report["results"]:
-        ip = row["in_process"]
-        for s in row["served"]:
-            ratio = s["rps"] / ip["rps"] if ip["rps"] else float("nan")
+    for r in report["results"]:
+        for x in r["served"]:
+            br = x.get("breakdown") or {}
             lines.append(
-                f"| {row['model']} | {row['runtime']} | {ip['batch_size']} × {ip['threads']} | {ip['rps']:.1f} "
-                f"| {s['concurrency']} | {s['rps']:.1f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {s['p99_ms']:.1f} "
-                f"| {s['errors']} | {ratio:.2f} |"
+                f"| {r['model']} | {r['runtime']} | {x['protocol']} | {x['concurrency']} | {_f(x.get('mean_ms'))} "
+                f"| {_f(br.get('frontend_latency_ms'))} | {_f(br.get('queue_ms'))} | {_f(br.get('preprocess_ms_per_batch'))} "
+                f"| {_f(br.get('inference_ms_per_batch'))} | {_f(br.get('postprocess_ms_per_batch'))} | {_f(br.get('mean_batch'))} |"
+            )
+    staged = [r for r in report["results"] if r.get("stages")]
+    if staged:
+        lines += [
+            "",
+            "Inside the handler's inference stage, in-process, ms per request at the serving batch:",
+            "",
+            "| model | runtime | tokenize | runtime call | MC head | JSON |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in staged:
+            st = r["stages"]
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {st['tokenize']:.2f} | {st['runtime']:.2f} "
+                f"| {st['head']:.2f} | {st['json']:.3f} |"
             )
     lines += [
         "",
         "In-process: the bare exported model through handlers/runtime.py, inputs prepared by the handler's",
         "own tokenizer/windowing outside the clock, batches of the served batchSize. Served: the whole path",
         "(client, HTTP/gRPC, TorchServe frontend, batching, handler pre/post-processing, MC-dropout head).",
+        "The load generator runs on the same cores as the server: its CPU use is in the closed-loop table.",
         "",
     ]
     return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> Path:
+    """Throughput and p99 against concurrency, one line per model/runtime/protocol."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_rps, ax_p99) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for r in report["results"]:
+        for proto in sorted({s["protocol"] for s in r["served"]}):
+            levels = sorted(
+                (s for s in r["served"] if s["protocol"] == proto), key=lambda s: s["concurrency"]
+            )
+            c = [s["concurrency"] for s in levels]
+            label = f"{r['model']} {r['runtime']} {proto}"
+            style = "-" if proto == "rest" else "--"
+            ax_rps.plot(c, [s["rps"] for s in levels], style, marker="o", label=label)
+            ax_p99.plot(c, [s["p99_ms"] for s in levels], style, marker="o", label=label)
+        ax_rps.axhline(r["in_process"]["rps"], color="grey", lw=0.6, ls=":")
+    ax_rps.set(xlabel="concurrent clients", ylabel="requests / s", title="served throughput")
+    ax_p99.set(xlabel="concurrent clients", ylabel="p99 latency (ms)", title="p99 latency")
+    for ax in (ax_rps, ax_p99):
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3)
+    ax_rps.legend(fontsize=7)
+    fig.suptitle("dotted: in-process (bare model) throughput", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
