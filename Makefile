@@ -57,7 +57,7 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 	mkdir -p reports
 	$(VENV)/bin/locust -f loadtests/locustfile.py --headless --only-summary --csv reports/loadtest --html reports/loadtest.html $(LOADTEST_ARGS)
 
-bench: archive ## In-process vs served throughput/latency, TorchScript and ONNX; reports/bench.{json,md}
+bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, time breakdown; reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.

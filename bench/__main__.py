@@ -71,6 +71,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=0.7,
         help="open-loop run at this fraction of the best served throughput (0: skip)",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model-config override for every archive and the in-process run, e.g. "
+        "maxBatchDelay=5 or handler.intra_op_spinning=true (repeatable)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     return p.parse_args(argv)
@@ -110,8 +118,21 @@ def measure_level(server, settings, row: dict, payloads: list[dict], c: int, pro
     return result
 
 
+def parse_overrides(items: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants KEY=VALUE, not {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    overrides = parse_overrides(args.set)
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     todo = plan(args)
     if not todo:
@@ -129,7 +150,13 @@ def main(argv: list[str] | None = None) -> int:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
         archives[name] = build_archive(
-            model, art, store, runtime=runtime, name=name, build_dir=args.workdir / "build"
+            model,
+            art,
+            store,
+            runtime=runtime,
+            name=name,
+            build_dir=args.workdir / "build",
+            overrides=overrides,
         )
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
@@ -138,12 +165,14 @@ def main(argv: list[str] | None = None) -> int:
             "model": model,
             "runtime": runtime,
             "archive": name,
-            "in_process": in_process_throughput(model, art, runtime, payloads, args.min_seconds),
+            "in_process": in_process_throughput(
+                model, art, runtime, payloads, args.min_seconds, overrides
+            ),
             "served": [],
             "paced": [],
         }
         if model == "sentiment":
-            row["stages"] = sentiment_stages(art, runtime, payloads)
+            row["stages"] = sentiment_stages(art, runtime, payloads, overrides=overrides)
         results.append(row)
         steps.update()
 
@@ -202,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             "protocols": args.protocols,
             "min_seconds": args.min_seconds,
             "paced_fraction": args.paced,
+            "overrides": overrides,
         },
         "versions": _versions(),
         "results": results,

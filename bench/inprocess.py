@@ -26,8 +26,11 @@ class ServingShape:
     """The handler's runtime intra-op threads."""
 
 
-def serving_shape(model: str) -> tuple[ServingShape, dict]:
+def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingShape, dict]:
+    from deploy.archive import apply_overrides
+
     config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
+    apply_overrides(config, overrides)
     handler = dict(config.get("handler") or {})
     return ServingShape(int(config.get("batchSize", 1)), handler.get("threads")), handler
 
@@ -78,10 +81,15 @@ PREPARE: dict[str, Callable] = {"sentiment": _sentiment_batches, "frequency": _f
 
 
 def in_process_throughput(
-    model: str, artifacts: Path, runtime: str, payloads: list[dict], min_seconds: float = 3.0
+    model: str,
+    artifacts: Path,
+    runtime: str,
+    payloads: list[dict],
+    min_seconds: float = 3.0,
+    overrides: dict | None = None,
 ) -> dict:
     """Requests per second of the bare runtime over `payloads`, in serving-size batches."""
-    shape, handler = serving_shape(model)
+    shape, handler = serving_shape(model, overrides)
     run, feeds = PREPARE[model](artifacts, runtime, handler, payloads, shape.batch_size)
     # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per shape,
     # ONNX Runtime plans memory per shape; neither cost belongs to steady-state throughput.
@@ -106,7 +114,11 @@ def in_process_throughput(
 
 
 def sentiment_stages(
-    artifacts: Path, runtime: str, payloads: list[dict], min_seconds: float = 2.0
+    artifacts: Path,
+    runtime: str,
+    payloads: list[dict],
+    min_seconds: float = 2.0,
+    overrides: dict | None = None,
 ) -> dict:
     """The handler's inference stage taken apart in-process, ms per request at the serving batch:
     tokenization, the runtime call, the MC-dropout head (calibrated probabilities and spread) and
@@ -115,7 +127,7 @@ def sentiment_stages(
 
     from handlers.uncertainty import classify_with_uncertainty
 
-    shape, handler = serving_shape("sentiment")
+    shape, handler = serving_shape("sentiment", overrides)
     from handlers.sentiment.predict import SentimentPredictor
 
     p = SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})

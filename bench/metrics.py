@@ -56,7 +56,9 @@ def breakdown(before: Samples, after: Samples, model: str) -> dict:
         if batches
         else None,
     }
-    if requests:
+    # gRPC requests move ts_inference_requests_total but not the two latency counters: no figure
+    # is better than a zero.
+    if requests and delta("ts_inference_latency_microseconds", model_name=model) > 0:
         out["queue_ms"] = round(
             delta("ts_queue_latency_microseconds", model_name=model) / requests / 1e3, 2
         )

@@ -162,7 +162,9 @@ def plot(report: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, (ax_rps, ax_p99) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for r in report["results"]:
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(report["results"]):
+        color = colors[i % len(colors)]  # one colour per model/runtime, line style per protocol
         for proto in sorted({s["protocol"] for s in r["served"]}):
             levels = sorted(
                 (s for s in r["served"] if s["protocol"] == proto), key=lambda s: s["concurrency"]
@@ -170,9 +172,11 @@ def plot(report: dict, path: Path) -> Path:
             c = [s["concurrency"] for s in levels]
             label = f"{r['model']} {r['runtime']} {proto}"
             style = "-" if proto == "rest" else "--"
-            ax_rps.plot(c, [s["rps"] for s in levels], style, marker="o", label=label)
-            ax_p99.plot(c, [s["p99_ms"] for s in levels], style, marker="o", label=label)
-        ax_rps.axhline(r["in_process"]["rps"], color="grey", lw=0.6, ls=":")
+            ax_rps.plot(c, [s["rps"] for s in levels], style, color=color, marker="o", label=label)
+            ax_p99.plot(
+                c, [s["p99_ms"] for s in levels], style, color=color, marker="o", label=label
+            )
+        ax_rps.axhline(r["in_process"]["rps"], color=color, lw=0.8, ls=":")
     ax_rps.set(xlabel="concurrent clients", ylabel="requests / s", title="served throughput")
     ax_p99.set(xlabel="concurrent clients", ylabel="p99 latency (ms)", title="p99 latency")
     for ax in (ax_rps, ax_p99):

@@ -33,12 +33,25 @@ def model_config_path(model: str) -> Path:
     return ROOT / "handlers" / model / "model-config.yaml"
 
 
+def apply_overrides(config: dict, overrides: dict | None) -> dict:
+    """{"maxBatchDelay": 5, "handler.threads": 1} → set in the model-config (dots go into blocks)."""
+    for key, value in (overrides or {}).items():
+        *blocks, leaf = key.split(".")
+        target = config
+        for b in blocks:
+            target = target.setdefault(b, {})
+        target[leaf] = value
+    return config
+
+
 def stage_archive(
-    model: str, artifacts: Path, stage: Path, runtime: str | None
+    model: str, artifacts: Path, stage: Path, runtime: str | None, overrides: dict | None = None
 ) -> tuple[dict, Path]:
-    """Copy what the archive carries into `stage/extra`; return (manifest, model-config path)."""
+    """Copy what the archive carries into `stage/extra`; return (manifest, model-config path).
+    `overrides` change model-config settings for this archive only (benchmarks, experiments)."""
     manifest = read_manifest(artifacts)
     config = yaml.safe_load(model_config_path(model).read_text())
+    apply_overrides(config, overrides)
     handler_cfg = config.setdefault("handler", {})
     if runtime:
         handler_cfg["runtime"] = runtime
@@ -83,13 +96,14 @@ def build_archive(
     runtime: str | None = None,
     name: str | None = None,
     build_dir: str | Path = ROOT / "build",
+    overrides: dict | None = None,
 ) -> Path:
     """Stage and archive; returns the path of the .mar."""
     name = name or model
     artifacts, out = Path(artifacts), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stage = Path(build_dir) / "archive" / name
-    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime)
+    manifest, cfg_path = stage_archive(model, artifacts, stage, runtime, overrides)
     cmd = [
         str(Path(sys.executable).with_name("torch-model-archiver")),
         "--model-name", name,

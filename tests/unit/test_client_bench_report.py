@@ -126,3 +126,13 @@ def test_cpu_meter_counts_the_load_generators_own_cpu():
     got = meter.stop()
     assert got["loadgen"] * got["seconds"] >= 0.19
     assert got["frontend"] == 0.0 and got["workers"] == 0.0
+
+
+def test_set_overrides_reach_the_model_config_blocks():
+    from bench.__main__ import parse_overrides
+    from deploy.archive import apply_overrides
+
+    got = parse_overrides(["maxBatchDelay=5", "handler.intra_op_spinning=true"])
+    assert got == {"maxBatchDelay": 5, "handler.intra_op_spinning": True}
+    config = apply_overrides({"maxBatchDelay": 20, "handler": {"threads": 2}}, got)
+    assert config == {"maxBatchDelay": 5, "handler": {"threads": 2, "intra_op_spinning": True}}
