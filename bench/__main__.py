@@ -26,7 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.cpu import CpuMeter
-from bench.inprocess import in_process_throughput, sentiment_stages
+from bench.inprocess import InProcess, sentiment_stages
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
-    results, archives = [], {}
+    results, archives, bare = [], {}, {}
     per_row = len(args.protocols) * (len(levels) + (args.paced > 0))
     steps = tqdm(total=len(todo) * (2 + per_row), desc="bench", unit="step")
     for model, runtime, art in todo:
@@ -165,12 +165,12 @@ def main(argv: list[str] | None = None) -> int:
             "model": model,
             "runtime": runtime,
             "archive": name,
-            "in_process": in_process_throughput(
-                model, art, runtime, payloads, args.min_seconds, overrides
-            ),
+            "in_process": None,
             "served": [],
             "paced": [],
         }
+        bare[name] = InProcess(model, art, runtime, payloads, overrides)
+        row["in_process"] = bare[name].time(args.min_seconds)
         if model == "sentiment":
             row["stages"] = sentiment_stages(art, runtime, payloads, overrides=overrides)
         results.append(row)
@@ -195,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                 for c in levels:
                     steps.set_postfix_str(f"served {row['archive']} {proto} x{c}")
                     payloads = bench_payloads(row["model"], max(args.requests, 4 * c))
-                    row["served"].append(measure_level(server, settings, row, payloads, c, proto))
+                    level = measure_level(server, settings, row, payloads, c, proto)
+                    # The bare model again, right after: on shared cores the neighbours' load
+                    # drifts, and a ratio is only fair between two figures taken side by side.
+                    level["in_process_rps"] = bare[row["archive"]].time(args.min_seconds)["rps"]
+                    row["served"].append(level)
                     steps.update()
                 if args.paced > 0:
                     best = max(s["rps"] for s in row["served"] if s["protocol"] == proto)

@@ -80,6 +80,46 @@ def _frequency_batches(
 PREPARE: dict[str, Callable] = {"sentiment": _sentiment_batches, "frequency": _frequency_batches}
 
 
+class InProcess:
+    """The bare runtime over `payloads` in serving-size batches, ready to be timed again and again:
+    the bench times it next to every served level, so both see the same neighbours on shared cores."""
+
+    def __init__(
+        self,
+        model: str,
+        artifacts: Path,
+        runtime: str,
+        payloads: list[dict],
+        overrides: dict | None = None,
+    ):
+        self.shape, handler = serving_shape(model, overrides)
+        self.run, self.feeds = PREPARE[model](
+            artifacts, runtime, handler, payloads, self.shape.batch_size
+        )
+        # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per
+        # shape, ONNX Runtime plans memory per shape; neither belongs to steady-state throughput.
+        for feed, _ in self.feeds:
+            self.run(feed)
+
+    def time(self, min_seconds: float = 3.0) -> dict:
+        """Requests per second; the whole set is repeated until min_seconds have passed."""
+        done, start = 0, time.perf_counter()
+        while True:
+            for feed, n in self.feeds:
+                self.run(feed)
+                done += n
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        return {
+            "batch_size": self.shape.batch_size,
+            "threads": self.shape.threads,
+            "requests": done,
+            "seconds": elapsed,
+            "rps": done / elapsed,
+        }
+
+
 def in_process_throughput(
     model: str,
     artifacts: Path,
@@ -89,28 +129,7 @@ def in_process_throughput(
     overrides: dict | None = None,
 ) -> dict:
     """Requests per second of the bare runtime over `payloads`, in serving-size batches."""
-    shape, handler = serving_shape(model, overrides)
-    run, feeds = PREPARE[model](artifacts, runtime, handler, payloads, shape.batch_size)
-    # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per shape,
-    # ONNX Runtime plans memory per shape; neither cost belongs to steady-state throughput.
-    for feed, _ in feeds:
-        run(feed)
-    done, start = 0, time.perf_counter()
-    # Repeat the whole set until min_seconds have passed, so tiny models are not timed on noise.
-    while True:
-        for feed, n in feeds:
-            run(feed)
-            done += n
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_seconds:
-            break
-    return {
-        "batch_size": shape.batch_size,
-        "threads": shape.threads,
-        "requests": done,
-        "seconds": elapsed,
-        "rps": done / elapsed,
-    }
+    return InProcess(model, artifacts, runtime, payloads, overrides).time(min_seconds)
 
 
 def sentiment_stages(

@@ -136,3 +136,12 @@ def test_set_overrides_reach_the_model_config_blocks():
     assert got == {"maxBatchDelay": 5, "handler.intra_op_spinning": True}
     config = apply_overrides({"maxBatchDelay": 20, "handler": {"threads": 2}}, got)
     assert config == {"maxBatchDelay": 5, "handler": {"threads": 2, "intra_op_spinning": True}}
+
+
+def test_a_level_is_compared_with_the_in_process_figure_taken_next_to_it(report):
+    level = report["results"][0]["served"][1]  # onnx rest, 16 clients, 18 req/s
+    level["in_process_rps"] = 15.0  # the neighbours got busier since the first in-process run
+    rows = {(s["runtime"], s["protocol"]): s for s in summary(report)}
+    assert rows[("onnx", "rest")]["served_over_in_process"] == pytest.approx(18 / 15)
+    line = next(x for x in markdown_table(report).splitlines() if "| 16 | 18.0 | 15.0 |" in x)
+    assert "| 1.20 |" in line
