@@ -144,8 +144,6 @@ def sentiment_stages(
     the JSON of the answers. What the served breakdown cannot see inside a worker."""
     import json as _json
 
-    from handlers.uncertainty import classify_with_uncertainty
-
     shape, handler = serving_shape("sentiment", overrides)
     from handlers.sentiment.predict import SentimentPredictor
 
@@ -164,7 +162,7 @@ def sentiment_stages(
             out = p.runtime.run({ids_name: enc.input_ids, mask_name: enc.attention_mask})
             t2 = time.perf_counter()
             features = out[p.settings.output_names[1]]
-            classify_with_uncertainty(features, p.head, p.masks, p.settings.temperature)
+            p.uncertainty(features)
             t3 = time.perf_counter()
             for _ in batch:
                 _json.dumps(answer)

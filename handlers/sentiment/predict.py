@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from handlers.errors import ArchiveError
 from handlers.runtime import Runtime, load_runtime
@@ -48,6 +49,7 @@ class SentimentPredictor:
             )
         # Drawn once: every text sees the same thinned heads, whatever it is batched with.
         self.masks = self.head.masks(settings.mc_samples, settings.seed)
+        self._blas = ThreadpoolController()
         if settings.fp16:
             self._fp16_gate(self._open(model_dir, device, fp16=False))
         self._self_check()
@@ -114,12 +116,21 @@ class SentimentPredictor:
         logits_name, features_name = self.settings.output_names[:2]
         return out[logits_name], out[features_name], batch.truncated
 
+    def uncertainty(self, features: np.ndarray):
+        """Calibrated probabilities and MC-dropout spread of the head over the encoder's features."""
+        # The head's matmuls are tiny: numpy's OpenBLAS waking its thread pool for them cost 12x
+        # (250 vs 21 ms per batch of 8) on 2 shared cores; one thread is the fast path.
+        with self._blas.limit(limits=1, user_api="blas"):
+            return classify_with_uncertainty(
+                features, self.head, self.masks, self.settings.temperature
+            )
+
     def predict(self, texts: list[str]) -> list[dict]:
         """One response dict per text, in order; all texts go through the runtime in one pass."""
         if not texts:
             return []
         _, features, truncated = self._forward(texts)
-        u = classify_with_uncertainty(features, self.head, self.masks, self.settings.temperature)
+        u = self.uncertainty(features)
         labels = self.settings.labels
         model = {"name": self.name, "version": self.settings.version}
         return [
