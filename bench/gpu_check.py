@@ -17,6 +17,7 @@ plain torch TransformerEncoder of the same size. Checks:
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import platform
 import sys
@@ -206,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             return {"ok": False, "error": "onnxruntime not installed"}
         axes = {n: {0: "b", 1: "t"} for n in IN} | {n: {0: "b"} for n in OUT}
         with torch.no_grad():
-            kw = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
+            # The TorchScript-based exporter (as training does); older torch has no `dynamo` switch.
+            params = inspect.signature(torch.onnx.export).parameters
+            kw = {"dynamo": False} if "dynamo" in params else {}
             torch.onnx.export(model, example, str(work / "model.onnx"), input_names=list(IN),
                               output_names=list(OUT), dynamic_axes=axes, opset_version=17, **kw)  # fmt: skip
         try:
