@@ -32,13 +32,14 @@ def test_tiny_export_writes_a_gated_int8_that_the_manifest_lists(sentiment_artif
     assert INT8_FILE in manifest["files"] and (sentiment_artifacts / INT8_FILE).is_file()
     assert report["reviews"] == manifest["metrics"]["test_size_imdb"]
     assert report["fp32"]["accuracy"] - report["int8"]["accuracy"] <= 0.01
-    assert report["size_mb"] < report["fp32_size_mb"] / 2  # int8 weights: about a quarter
+    assert report["size_mb"] < report["fp32_size_mb"]  # int8 MatMul weights, float embeddings
 
 
 def test_only_the_encoder_is_quantized_the_head_stays_float(sentiment_artifacts):
     graph = onnx.load(str(sentiment_artifacts / INT8_FILE)).graph
     ops = {n.op_type for n in graph.node}
     assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
+    assert "Gather" in ops  # the embedding lookup stays float (per-tensor int8 there cost accuracy)
     head = head_nodes(onnx.load(str(sentiment_artifacts / "model.onnx")))
     assert head and all(n.startswith("/head/") for n in head)
     head_ops = {n.op_type for n in graph.node if n.name.startswith("/head/")}

@@ -51,7 +51,12 @@ def head_nodes(model) -> list[str]:
 
 def quantize_encoder(src: Path, dst: Path) -> None:
     """Dynamic (weights int8 ahead of time, activations quantized per batch) quantization, the
-    ONNX Runtime recipe for transformer encoders on CPU: no calibration data needed."""
+    ONNX Runtime recipe for transformer encoders on CPU: no calibration data needed.
+
+    Measured on a MiniLM export (3,000 training reviews; 2,490 IMDB test reviews, fp32 0.8655):
+    per-tensor scales over every op lost 3.2 accuracy points (refused by the gate); per-channel
+    0.9; per-channel on the MatMuls only (embeddings stay float) 0.4, with ECE 0.001 better and
+    1.98x fp32's speed at batch 8 x 256 on 2 threads. That last recipe is this one."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -59,7 +64,14 @@ def quantize_encoder(src: Path, dst: Path) -> None:
     # The quantizer first rewrites each Gemm as MatMul (named <gemm>_MatMul) + Add, then matches
     # nodes_to_exclude against the rewritten names: list both.
     keep_float = [*head, *(f"{name}_MatMul" for name in head)]
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, nodes_to_exclude=keep_float)
+    quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_exclude=keep_float,
+    )
 
 
 def onnx_logits(
