@@ -103,7 +103,7 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 
 # BENCH_ARGS: options of `python -m bench`, e.g. "--models sentiment --runtimes onnx --concurrency 1,4".
 BENCH_ARGS ?=
-bench: archive ## In-process vs served throughput/latency, TorchScript and ONNX; reports/bench.{json,md}
+bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, time breakdown; reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.

@@ -1,18 +1,15 @@
-"""Serving benchmark: for each model and runtime (TorchScript, ONNX Runtime), the bare artifact's
-in-process throughput at the serving batch size and threads, then served throughput and
-p50/p95/p99 latency through TorchServe at a few concurrencies, with the same requests, and where
-the served time went (the handler's stage metrics and the frontend's queue time, per level).
-Frequency is measured with JSON and with float32 bodies and answers, on 2,000-sample signals
-asking for all four frequencies.
+"""Serving benchmark: for each model and runtime (fp32 ONNX, int8 ONNX, TorchScript), the bare
+artifact's in-process throughput at the serving batch size and threads, then served throughput and
+p50/p95/p99 latency through TorchServe over REST and gRPC at concurrencies up to 32, an open-loop
+run at 70% of the best served throughput (p99/p50), the CPU the load generator, the frontend and
+the workers used, and where a request's time goes.
 
-    python -m bench                      # artifacts/ (make train), reports/bench.{json,md}
-    python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4
-    python -m bench --models frequency --runtimes onnx --workers 1,2   # worker count compared
-    python -m bench --models sentiment,frequency --bodies json   # lists are comma-separated
+    python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
+    python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
 
-Archives are built here as <model>_ts / <model>_onnx (deploy.archive --runtime --name) and served
-together by one TorchServe from build/bench/. In-process runs before the server starts, so the
-two never share the CPU; the ratio served/in-process is measured in the same run.
+Archives are built here as <model>_<runtime> (deploy.archive --runtime --name) and served together
+by one TorchServe from build/bench/. In-process runs before the server starts, so the two never
+share the CPU; the ratio served/in-process is measured in the same run.
 """
 
 from __future__ import annotations
@@ -28,38 +25,22 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.inprocess import handler_throughput, in_process_throughput, serving_shape
-from bench.report import markdown_table
-from bench.served import served_load
+from bench.cpu import CpuMeter
+from bench.inprocess import InProcess, sentiment_stages
+from bench.metrics import breakdown, scrape
+from bench.report import markdown_table, plot
+from bench.served import paced_load, served_load
+from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import Payloads, PayloadSettings
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx"}
-RUNTIME_FILE = {"torchscript": "model.pt", "onnx": "model.onnx"}
-MODELS = ("sentiment", "frequency")
+RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx", "onnx-int8": "int8"}
 
 
-def bench_payloads(model: str, n: int, signal_samples: int = 2000) -> list[dict]:
-    # One text (or signal) per request: the unit both sides count, whatever batching does. Every
-    # signal has the same length and asks for every frequency: the shape the ratio is quoted for.
-    settings = PayloadSettings(
-        batch_sizes=(1,), signal_lengths=(signal_samples,), extract=((1.0, 3.0, 5.0, 7.0),)
-    )
-    payloads = Payloads(settings, seed=0)
+def bench_payloads(model: str, n: int) -> list[dict]:
+    # One text per request: a request is the unit both sides count, whatever batching does.
+    payloads = Payloads(PayloadSettings(batch_sizes=(1,)), seed=0)
     return [payloads.for_model(model) for _ in range(n)]
-
-
-def set_workers(server, archive: str, workers: int) -> None:
-    """Scale one model's workers (management API) and wait until they are all up."""
-    import requests
-
-    r = requests.put(
-        f"{server.management_url}/models/{archive}",
-        params={"min_worker": workers, "max_worker": workers, "synchronous": "true"},
-        headers=server.auth("management"),
-        timeout=300,
-    )
-    r.raise_for_status()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,46 +52,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--artifacts", type=Path, default=ROOT / "artifacts", help="holds <model>/manifest.json"
     )
-    # Lists are comma-separated, like --concurrency here and --models in the load test.
-    p.add_argument("--models", default="sentiment,frequency", help="comma-separated models")
+    p.add_argument("--models", nargs="+", default=["sentiment", "frequency"])
     p.add_argument(
-        "--runtimes", default="torchscript,onnx", help="comma-separated: torchscript, onnx"
+        "--runtimes", nargs="+", default=["onnx", "onnx-int8"], choices=sorted(RUNTIME_SUFFIX)
     )
-    p.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrent callers")
+    p.add_argument("--concurrency", default="1,4,16,32", help="comma-separated concurrent callers")
     p.add_argument(
-        "--bodies",
-        default="json,float32",
-        help="comma-separated frequency body kinds: json, float32 (sentiment is always JSON)",
-    )
-    p.add_argument(
-        "--workers", default="", help="comma-separated workers per model (default: model-config)"
-    )
-    p.add_argument("--signal-samples", type=int, default=2000, help="frequency request length")
-    p.add_argument(
-        "--requests", type=int, default=64, help="requests per served level (and in-process set)"
+        "--requests",
+        type=int,
+        default=64,
+        help="requests per served level (at least 4 per client) and the in-process set",
     )
     p.add_argument("--min-seconds", type=float, default=3.0, help="in-process timing floor")
-    p.add_argument("--protocol", choices=("rest", "grpc"), default="rest")
+    p.add_argument("--protocols", nargs="+", choices=("rest", "grpc"), default=["rest", "grpc"])
+    p.add_argument(
+        "--paced",
+        type=float,
+        default=0.7,
+        help="open-loop run at this fraction of the best served throughput (0: skip)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model-config override for every archive and the in-process run, e.g. "
+        "maxBatchDelay=5 or handler.intra_op_spinning=true (repeatable)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
-    args = p.parse_args(argv)
-    args.models = _comma_list(args.models)
-    args.runtimes = _comma_list(args.runtimes)
-    for model in args.models:
-        if model not in MODELS:
-            p.error(f"unknown model {model!r} in --models (known: {', '.join(MODELS)})")
-    for runtime in args.runtimes:
-        if runtime not in RUNTIME_SUFFIX:
-            p.error(f"unknown runtime {runtime!r} in --runtimes (known: torchscript, onnx)")
-    args.bodies = _comma_list(args.bodies)
-    for body in args.bodies:
-        if body not in ("json", "float32"):
-            p.error(f"unknown body kind {body!r} in --bodies (known: json, float32)")
-    return args
-
-
-def _comma_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+    return p.parse_args(argv)
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
@@ -124,21 +95,45 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
                 file=sys.stderr,
             )
             continue
+        files = json.loads((art / "manifest.json").read_text())["files"]
         for runtime in args.runtimes:
-            if (art / RUNTIME_FILE[runtime]).exists():
+            if RUNTIME_FILES[runtime] in files:
                 todo.append((model, runtime, art))
             else:
                 print(
-                    f"bench: {art} has no {RUNTIME_FILE[runtime]}; skipping {model}/{runtime}",
+                    f"bench: {art} has no {RUNTIME_FILES[runtime]}; skipping {model}/{runtime}",
                     file=sys.stderr,
                 )
     return todo
 
 
+def measure_level(server, settings, row: dict, payloads: list[dict], c: int, proto: str) -> dict:
+    """One closed-loop level, with the CPU each party used and TorchServe's counters around it."""
+    meter = CpuMeter(server.process.pid if server.process else None)
+    before = scrape(server.metrics_url)
+    meter.start()
+    result = served_load(settings, row["archive"], payloads, c, proto)
+    result["cpu"] = meter.stop()
+    result["breakdown"] = breakdown(before, scrape(server.metrics_url), row["archive"])
+    return result
+
+
+def parse_overrides(items: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants KEY=VALUE, not {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    levels = [int(c) for c in _comma_list(args.concurrency)]
-    worker_counts = [int(w) for w in _comma_list(args.workers)] or [None]
+    overrides = parse_overrides(args.set)
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     todo = plan(args)
     if not todo:
         return 1
@@ -148,46 +143,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
-    results, archives = [], {}
-    rows = [
-        (model, runtime, art, body, w)
-        for model, runtime, art in todo
-        for body in (args.bodies if model == "frequency" else ["json"])
-        for w in worker_counts
-    ]
-    steps = tqdm(total=2 * len(todo) + len(rows) * len(levels), desc="bench", unit="step")
-    in_process, handler_rps = {}, {}
+    results, archives, bare = [], {}, {}
+    per_row = len(args.protocols) * (len(levels) + (args.paced > 0))
+    steps = tqdm(total=len(todo) * (2 + per_row), desc="bench", unit="step")
     for model, runtime, art in todo:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
         archives[name] = build_archive(
-            model, art, store, runtime=runtime, name=name, build_dir=args.workdir / "build"
+            model,
+            art,
+            store,
+            runtime=runtime,
+            name=name,
+            build_dir=args.workdir / "build",
+            overrides=overrides,
         )
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
-        payloads = bench_payloads(model, args.requests, args.signal_samples)
-        in_process[name] = in_process_throughput(model, art, runtime, payloads, args.min_seconds)
-        if model == "frequency":
-            for body in args.bodies:
-                handler_rps[(name, body)] = handler_throughput(
-                    art, runtime, payloads, body, args.min_seconds
-                )
+        payloads = bench_payloads(model, args.requests)
+        row = {
+            "model": model,
+            "runtime": runtime,
+            "archive": name,
+            "in_process": None,
+            "served": [],
+            "paced": [],
+        }
+        bare[name] = InProcess(model, art, runtime, payloads, overrides)
+        row["in_process"] = bare[name].time(args.min_seconds)
+        if model == "sentiment":
+            row["stages"] = sentiment_stages(art, runtime, payloads, overrides=overrides)
+        results.append(row)
         steps.update()
-    for model, runtime, _, body, w in rows:
-        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
-        workers = w or serving_shape(model)[0].workers
-        results.append(
-            {
-                "model": model,
-                "runtime": runtime,
-                "archive": name,
-                "body": body,
-                "workers": workers,
-                "in_process": in_process[name],
-                "handler_in_process": handler_rps.get((name, body)),
-                "served": [],
-            }
-        )
 
     steps.set_postfix_str("starting TorchServe")
     server = start_torchserve(
@@ -203,36 +190,31 @@ def main(argv: list[str] | None = None) -> int:
             grpc_management_target=server.grpc_management_target,
             key_file=server.workdir / "key_file.json",
         )
-        for row in sorted(results, key=lambda r: r["workers"]):
-            set_workers(server, row["archive"], row["workers"])
-            payloads = bench_payloads(row["model"], args.requests, args.signal_samples)
-            for c in levels:
-                steps.set_postfix_str(
-                    f"served {row['archive']} {row['body']} w{row['workers']} x{c}"
-                )
-                level = served_load(
-                    settings,
-                    row["archive"],
-                    payloads,
-                    c,
-                    args.protocol,
-                    row["body"],
-                    server.metrics_url,
-                )
-                row["served"].append(level)
-                steps.update()
+        for row in results:
+            for proto in args.protocols:
+                for c in levels:
+                    steps.set_postfix_str(f"served {row['archive']} {proto} x{c}")
+                    payloads = bench_payloads(row["model"], max(args.requests, 4 * c))
+                    level = measure_level(server, settings, row, payloads, c, proto)
+                    # The bare model again, right after: on shared cores the neighbours' load
+                    # drifts, and a ratio is only fair between two figures taken side by side.
+                    level["in_process_rps"] = bare[row["archive"]].time(args.min_seconds)["rps"]
+                    row["served"].append(level)
+                    steps.update()
+                if args.paced > 0:
+                    best = max(s["rps"] for s in row["served"] if s["protocol"] == proto)
+                    rate = args.paced * best
+                    steps.set_postfix_str(f"paced {row['archive']} {proto} {rate:.1f}/s")
+                    n = max(args.requests, int(rate * 5))  # at least ~5 s of schedule
+                    row["paced"].append(
+                        paced_load(
+                            settings, row["archive"], bench_payloads(row["model"], n), rate, proto
+                        )
+                    )
+                    steps.update()
     finally:
         server.stop()
         steps.close()
-    # In-process again once the server is gone: on a shared machine the load drifts, so the ratio
-    # uses the mean of the runs before and after the served levels (both are reported).
-    for model, runtime, art in todo:
-        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
-        payloads = bench_payloads(model, args.requests, args.signal_samples)
-        again = in_process_throughput(model, art, runtime, payloads, args.min_seconds)
-        first = in_process[name]
-        first["rps_before_serving"], first["rps_after_serving"] = first["rps"], again["rps"]
-        first["rps"] = (first["rps"] + again["rps"]) / 2
 
     for row in results:
         best = max((s["rps"] for s in row["served"]), default=0.0)
@@ -245,15 +227,15 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "load_average_1m": os.getloadavg()[0],
         },
         "settings": {
             "artifacts": str(args.artifacts),
             "requests": args.requests,
             "concurrency": levels,
-            "protocol": args.protocol,
+            "protocols": args.protocols,
             "min_seconds": args.min_seconds,
-            "signal_samples": args.signal_samples,
+            "paced_fraction": args.paced,
+            "overrides": overrides,
         },
         "versions": _versions(),
         "results": results,
@@ -262,9 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(report, indent=2))
     (args.out / "bench.md").write_text(table)
+    plot(report, args.out / "bench.png")
     print(table)
-    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}")
-    return 0 if all(s["errors"] == 0 for r in results for s in r["served"]) else 1
+    print(f"wrote {args.out}/bench.json, bench.md and bench.png")
+    errors = [s["errors"] for r in results for s in r["served"] + r["paced"]]
+    return 0 if not any(errors) else 1
 
 
 def _versions() -> dict[str, str]:

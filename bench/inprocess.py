@@ -24,17 +24,15 @@ class ServingShape:
     """TorchServe batchSize of the model-config: requests per runtime call."""
     threads: int | None
     """The handler's runtime intra-op threads."""
-    workers: int = 1
-    """TorchServe minWorkers of the model-config."""
 
 
-def serving_shape(model: str) -> tuple[ServingShape, dict]:
+def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingShape, dict]:
+    from deploy.archive import apply_overrides
+
     config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
+    apply_overrides(config, overrides)
     handler = dict(config.get("handler") or {})
-    shape = ServingShape(
-        int(config.get("batchSize", 1)), handler.get("threads"), int(config.get("minWorkers", 1))
-    )
-    return shape, handler
+    return ServingShape(int(config.get("batchSize", 1)), handler.get("threads")), handler
 
 
 def _sentiment_batches(
@@ -82,80 +80,96 @@ def _frequency_batches(
 PREPARE: dict[str, Callable] = {"sentiment": _sentiment_batches, "frequency": _frequency_batches}
 
 
+class InProcess:
+    """The bare runtime over `payloads` in serving-size batches, ready to be timed again and again:
+    the bench times it next to every served level, so both see the same neighbours on shared cores."""
+
+    def __init__(
+        self,
+        model: str,
+        artifacts: Path,
+        runtime: str,
+        payloads: list[dict],
+        overrides: dict | None = None,
+    ):
+        self.shape, handler = serving_shape(model, overrides)
+        self.run, self.feeds = PREPARE[model](
+            artifacts, runtime, handler, payloads, self.shape.batch_size
+        )
+        # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per
+        # shape, ONNX Runtime plans memory per shape; neither belongs to steady-state throughput.
+        for feed, _ in self.feeds:
+            self.run(feed)
+
+    def time(self, min_seconds: float = 3.0) -> dict:
+        """Requests per second; the whole set is repeated until min_seconds have passed."""
+        done, start = 0, time.perf_counter()
+        while True:
+            for feed, n in self.feeds:
+                self.run(feed)
+                done += n
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        return {
+            "batch_size": self.shape.batch_size,
+            "threads": self.shape.threads,
+            "requests": done,
+            "seconds": elapsed,
+            "rps": done / elapsed,
+        }
+
+
 def in_process_throughput(
-    model: str, artifacts: Path, runtime: str, payloads: list[dict], min_seconds: float = 3.0
+    model: str,
+    artifacts: Path,
+    runtime: str,
+    payloads: list[dict],
+    min_seconds: float = 3.0,
+    overrides: dict | None = None,
 ) -> dict:
     """Requests per second of the bare runtime over `payloads`, in serving-size batches."""
-    shape, handler = serving_shape(model)
-    run, feeds = PREPARE[model](artifacts, runtime, handler, payloads, shape.batch_size)
-    # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per shape,
-    # ONNX Runtime plans memory per shape; neither cost belongs to steady-state throughput.
-    for feed, _ in feeds:
-        run(feed)
-    done, start = 0, time.perf_counter()
-    # Repeat the whole set until min_seconds have passed, so tiny models are not timed on noise.
-    while True:
-        for feed, n in feeds:
-            run(feed)
-            done += n
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_seconds:
-            break
-    return {
-        "batch_size": shape.batch_size,
-        "threads": shape.threads,
-        "requests": done,
-        "seconds": elapsed,
-        "rps": done / elapsed,
-    }
+    return InProcess(model, artifacts, runtime, payloads, overrides).time(min_seconds)
 
 
-def handler_throughput(
-    artifacts: Path, runtime: str, payloads: list[dict], body: str, min_seconds: float = 3.0
+def sentiment_stages(
+    artifacts: Path,
+    runtime: str,
+    payloads: list[dict],
+    min_seconds: float = 2.0,
+    overrides: dict | None = None,
 ) -> dict:
-    """Frequency only: requests per second of the handler's whole path in this process, from the
-    wire bytes a worker receives to the answer bytes it returns (JSON parsing as TorchServe's
-    worker does it, decoding, windows, runtime, std band, stitching, encoding): what a served
-    request costs inside the worker, without the frontend, the network or the load generator."""
-    from bench.served import float32_request
-    from handlers.frequency.codec import decode_request
-    from handlers.frequency.predict import FrequencyPredictor
+    """The handler's inference stage taken apart in-process, ms per request at the serving batch:
+    tokenization, the runtime call, the MC-dropout head (calibrated probabilities and spread) and
+    the JSON of the answers. What the served breakdown cannot see inside a worker."""
+    import json as _json
 
-    shape, handler = serving_shape("frequency")
-    predictor = FrequencyPredictor.from_dir(
-        artifacts, handler | {"runtime": runtime}, state_key=b"bench-only-state-key"
-    )
-    if body == "float32":
-        rows = []
-        for p in payloads:
-            raw, headers = float32_request(p)
-            rows.append(
-                ({"body": raw}, {"body": {"content-type": headers["Content-Type"]}} | headers)
-            )
-    else:
-        rows = [
-            ({"body": json.dumps(p).encode()}, {"body": {"content-type": "application/json"}})
-            for p in payloads
-        ]
+    shape, handler = serving_shape("sentiment", overrides)
+    from handlers.sentiment.predict import SentimentPredictor
 
-    def run(batch) -> None:
-        parsed = []
-        for row, headers in batch:
-            if body == "json":  # TorchServe's worker parses application/json bodies itself
-                row = {"body": json.loads(row["body"])}
-            parsed.append(decode_request(row, headers, predictor.settings))
-        for answer in predictor.predict(parsed):
-            predictor.reply(answer)
-
-    batches = [rows[i : i + shape.batch_size] for i in range(0, len(rows), shape.batch_size)]
-    for b in batches:
-        run(b)
+    p = SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
+    ids_name, mask_name = p.settings.input_names[:2]
+    texts = [x["text"] for x in payloads]
+    batches = [texts[i : i + shape.batch_size] for i in range(0, len(texts), shape.batch_size)]
+    answer = p.predict(texts[:1])[0]  # the JSON cost is per answer, whatever its text
+    totals = dict.fromkeys(("tokenize", "runtime", "head", "json"), 0.0)
     done, start = 0, time.perf_counter()
     while True:
-        for b in batches:
-            run(b)
-            done += len(b)
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_seconds:
+        for batch in batches:
+            t0 = time.perf_counter()
+            enc = p.encoder.encode(batch)
+            t1 = time.perf_counter()
+            out = p.runtime.run({ids_name: enc.input_ids, mask_name: enc.attention_mask})
+            t2 = time.perf_counter()
+            features = out[p.settings.output_names[1]]
+            p.uncertainty(features)
+            t3 = time.perf_counter()
+            for _ in batch:
+                _json.dumps(answer)
+            t4 = time.perf_counter()
+            for k, dt in zip(totals, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                totals[k] += dt
+            done += len(batch)
+        if time.perf_counter() - start >= min_seconds:
             break
-    return {"body": body, "requests": done, "seconds": elapsed, "rps": done / elapsed}
+    return {k: round(v / done * 1e3, 3) for k, v in totals.items()} | {"requests": done}

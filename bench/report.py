@@ -1,97 +1,196 @@
-"""The benchmark report as a markdown table (one row per model × runtime × concurrency)."""
+"""The benchmark report: markdown tables (served levels, open-loop p99/p50, where the time goes)
+and a PNG of throughput and p99 against concurrency, one line per runtime × protocol."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+
+def _f(x, fmt: str = ".1f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def served_rows(report: dict) -> list[dict]:
+    """Flat rows: one per model × runtime × protocol × concurrency, with the served/in-process ratio."""
+    rows = []
+    for r in report["results"]:
+        for s in r["served"]:
+            ip = _bare(r, s)
+            rows.append(
+                {"model": r["model"], "runtime": r["runtime"], "in_process_rps": ip, **s}
+                | {"ratio": s["rps"] / ip}
+            )
+    return rows
+
+
+def _bare(row: dict, level: dict) -> float:
+    """The in-process figure taken next to this level, else the one from before the server."""
+    return level.get("in_process_rps") or row["in_process"]["rps"]
+
+
+def summary(report: dict) -> list[dict]:
+    """Per model × runtime × protocol: best served throughput, served/in-process at 16 clients
+    (the issue's goal, else the highest level run) and int8's served speed-up over fp32."""
+    out = []
+    for r in report["results"]:
+        for proto in sorted({s["protocol"] for s in r["served"]}):
+            levels = [s for s in r["served"] if s["protocol"] == proto]
+            at = next((s for s in levels if s["concurrency"] == 16), levels[-1])
+            ip = _bare(r, at)
+            out.append(
+                {
+                    "model": r["model"],
+                    "runtime": r["runtime"],
+                    "protocol": proto,
+                    "in_process_rps": ip,
+                    "best_rps": max(s["rps"] for s in levels),
+                    "ratio_concurrency": at["concurrency"],
+                    "served_over_in_process": at["rps"] / ip if ip else None,
+                }
+            )
+    fp32 = {(s["model"], s["protocol"]): s["best_rps"] for s in out if s["runtime"] == "onnx"}
+    for s in out:
+        base = fp32.get((s["model"], s["protocol"]))
+        s["over_fp32"] = s["best_rps"] / base if base and s["runtime"] != "onnx" else None
+    return out
 
 
 def markdown_table(report: dict) -> str:
     s = report["settings"]
+    m, v = report["machine"], report["versions"]
     lines = [
         f"# Serving benchmark ({report['created']})",
         "",
-        f"{report['machine']['cpus']} CPUs, {report['machine']['platform']}; "
-        f"torch {report['versions']['torch']}, onnxruntime {report['versions']['onnxruntime']}, "
-        f"torchserve {report['versions']['torchserve']}; artifacts `{s['artifacts']}`; "
-        f"{s['requests']} requests per level over {s['protocol'].upper()} (float32 rows: REST); "
-        f"load average at the end {report['machine'].get('load_average_1m', float('nan')):.1f}.",
+        f"{m['cpus']} CPUs, {m['platform']}; torch {v['torch']}, onnxruntime {v['onnxruntime']}, "
+        f"torchserve {v['torchserve']}; artifacts `{s['artifacts']}`; at least {s['requests']} "
+        f"requests per level (4 per client), one text per request, protocols "
+        f"{', '.join(p.upper() for p in s['protocols'])}.",
         "",
-        "| model | runtime | body | workers | batch × threads | in-process req/s | concurrency | served req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process |",
-        "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "## Summary",
+        "",
+        "| model | runtime | protocol | in-process req/s (at clients) | best served req/s | served / in-process (at clients) | × fp32 |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
-    for row in report["results"]:
-        ip = row["in_process"]
-        for s in row["served"]:
-            ratio = s["rps"] / ip["rps"] if ip["rps"] else float("nan")
-            lines.append(
-                f"| {row['model']} | {row['runtime']} | {row.get('body', 'json')} | {row.get('workers', '')} "
-                f"| {ip['batch_size']} × {ip['threads']} | {ip['rps']:.1f} "
-                f"| {s['concurrency']} | {s['rps']:.1f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {s['p99_ms']:.1f} "
-                f"| {s['errors']} | {ratio:.2f} |"
-            )
-    handler_rows = [r for r in report["results"] if r.get("handler_in_process")]
-    if handler_rows:
-        lines += [
-            "",
-            "The handler's whole path in process (wire bytes in, answer bytes out: decoding, windows,",
-            "runtime, std band, stitching, encoding), against the bare model:",
-            "",
-            "| model | runtime | body | bare model req/s | handler in-process req/s | handler / bare |",
-            "|---|---|---|---:|---:|---:|",
-        ]
-        seen = set()
-        for r in handler_rows:
-            key = (r["model"], r["runtime"], r.get("body"))
-            if key in seen:
-                continue
-            seen.add(key)
-            bare, h = r["in_process"], r["handler_in_process"]
-            bare_rps = bare.get("rps_before_serving", bare["rps"])
-            lines.append(
-                f"| {r['model']} | {r['runtime']} | {r.get('body', 'json')} | {bare_rps:.1f} "
-                f"| {h['rps']:.1f} | {h['rps'] / bare_rps:.2f} |"
-            )
-    lines += stage_table(report)
+    for x in summary(report):
+        lines.append(
+            f"| {x['model']} | {x['runtime']} | {x['protocol']} | {x['in_process_rps']:.1f} "
+            f"| {x['best_rps']:.1f} | {_f(x['served_over_in_process'], '.2f')} ({x['ratio_concurrency']}) "
+            f"| {_f(x['over_fp32'], '.2f')} |"
+        )
     lines += [
         "",
-        "In-process: the mean of runs before and after the served levels (drift on a shared machine);",
-        "the bare exported model through handlers/runtime.py, inputs prepared by the handler's",
+        "## Closed loop: N clients, each sends its next request when the last one is answered",
+        "",
+        "| model | runtime | protocol | batch × threads | clients | served req/s | in-process req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process | CPU cores: load gen / frontend / workers | mean batch |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in report["results"]:
+        ip = r["in_process"]
+        for x in r["served"]:
+            cpu = x.get("cpu") or {}
+            br = x.get("breakdown") or {}
+            ratio = x["rps"] / _bare(r, x)
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {x['protocol']} | {ip['batch_size']} × {ip['threads']} "
+                f"| {x['concurrency']} | {x['rps']:.1f} | {_bare(r, x):.1f} | {x['p50_ms']:.0f} | {x['p95_ms']:.0f} | {x['p99_ms']:.0f} "
+                f"| {x['errors']} | {_f(ratio, '.2f')} "
+                f"| {_f(cpu.get('loadgen'), '.2f')} / {_f(cpu.get('frontend'), '.2f')} / {_f(cpu.get('workers'), '.2f')} "
+                f"| {_f(br.get('mean_batch'), '.1f')} |"
+            )
+    paced = [(r, p) for r in report["results"] for p in r.get("paced", [])]
+    if paced:
+        lines += [
+            "",
+            f"## Open loop at {s.get('paced_fraction', 0.7):.0%} of the best closed-loop throughput",
+            "",
+            "Requests are sent on a fixed schedule; latency counts from when a request was due.",
+            "",
+            "| model | runtime | protocol | offered req/s | served req/s | p50 ms | p99 ms | p99 / p50 | errors |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r, p in paced:
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {p['protocol']} | {p['rate']:.1f} | {p['rps']:.1f} "
+                f"| {p['p50_ms']:.0f} | {p['p99_ms']:.0f} | {_f(p['p99_over_p50'], '.2f')} | {p['errors']} |"
+            )
+    lines += [
+        "",
+        "## Where the time goes",
+        "",
+        "Served, per level (TorchServe's counters between two scrapes): client latency (mean), the",
+        "frontend's latency per request (receipt to response, queue included), queue wait per request,",
+        "and the handler's stages per batch. Client mean − frontend latency = HTTP/gRPC, client and",
+        "network; frontend latency − queue − handler stages = frontend↔worker transfer and batching.",
+        "",
+        "| model | runtime | protocol | clients | client mean ms | frontend ms | queue ms | preprocess ms/batch | inference ms/batch | postprocess ms/batch | mean batch |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["results"]:
+        for x in r["served"]:
+            br = x.get("breakdown") or {}
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {x['protocol']} | {x['concurrency']} | {_f(x.get('mean_ms'))} "
+                f"| {_f(br.get('frontend_latency_ms'))} | {_f(br.get('queue_ms'))} | {_f(br.get('preprocess_ms_per_batch'))} "
+                f"| {_f(br.get('inference_ms_per_batch'))} | {_f(br.get('postprocess_ms_per_batch'))} | {_f(br.get('mean_batch'))} |"
+            )
+    staged = [r for r in report["results"] if r.get("stages")]
+    if staged:
+        lines += [
+            "",
+            "Inside the handler's inference stage, in-process, ms per request at the serving batch:",
+            "",
+            "| model | runtime | tokenize | runtime call | MC head | JSON |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in staged:
+            st = r["stages"]
+            lines.append(
+                f"| {r['model']} | {r['runtime']} | {st['tokenize']:.2f} | {st['runtime']:.2f} "
+                f"| {st['head']:.2f} | {st['json']:.3f} |"
+            )
+    lines += [
+        "",
+        "In-process: the bare exported model through handlers/runtime.py, inputs prepared by the handler's",
         "own tokenizer/windowing outside the clock, batches of the served batchSize. Served: the whole path",
         "(client, HTTP/gRPC, TorchServe frontend, batching, handler pre/post-processing, MC-dropout head).",
+        "The load generator runs on the same cores as the server: its CPU use is in the closed-loop table.",
+        "Each level's in-process figure is taken right after it (same neighbours on shared cores).",
         "",
     ]
     return "\n".join(lines)
 
 
-def _ms(value) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "–"
+def plot(report: dict, path: Path) -> Path:
+    """Throughput and p99 against concurrency, one line per model/runtime/protocol."""
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-def stage_table(report: dict) -> list[str]:
-    """Where the served time went, per level: handler stages (ms per request and the share of
-    the wall time a worker spent in each) and the frontend's queue time per request."""
-    rows = [(row, s) for row in report["results"] for s in row["served"] if s.get("stages")]
-    if not rows:
-        return []
-    lines = [
-        "",
-        "Where the time went (TorchServe's stage metrics over each level; ms per request, and in",
-        "brackets the share of the wall time the workers spent in the stage):",
-        "",
-        "| model | runtime | body | workers | concurrency | batch (mean) | preprocess | inference | postprocess | queue | frontend inference |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row, s in rows:
-        st = s["stages"]
-        batches = st["inference"]["batches"]
-        mean_batch = s["requests"] / batches if batches else None
-        cells = [
-            f"{_ms(st[k]['ms_per_request'])} ({st[k]['busy_share']:.0%})"
-            if st[k].get("busy_share") is not None
-            else _ms(st[k]["ms_per_request"])
-            for k in ("preprocess", "inference", "postprocess")
-        ]
-        lines.append(
-            f"| {row['model']} | {row['runtime']} | {row.get('body', 'json')} | {row.get('workers', '')} "
-            f"| {s['concurrency']} | {_ms(mean_batch)} | {' | '.join(cells)} "
-            f"| {_ms(st['queue']['ms_per_request'])} | {_ms(st['frontend_inference']['ms_per_request'])} |"
-        )
-    return lines
+    fig, (ax_rps, ax_p99) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(report["results"]):
+        color = colors[i % len(colors)]  # one colour per model/runtime, line style per protocol
+        for proto in sorted({s["protocol"] for s in r["served"]}):
+            levels = sorted(
+                (s for s in r["served"] if s["protocol"] == proto), key=lambda s: s["concurrency"]
+            )
+            c = [s["concurrency"] for s in levels]
+            label = f"{r['model']} {r['runtime']} {proto}"
+            style = "-" if proto == "rest" else "--"
+            ax_rps.plot(c, [s["rps"] for s in levels], style, color=color, marker="o", label=label)
+            ax_p99.plot(
+                c, [s["p99_ms"] for s in levels], style, color=color, marker="o", label=label
+            )
+        ax_rps.axhline(r["in_process"]["rps"], color=color, lw=0.8, ls=":")
+    ax_rps.set(xlabel="concurrent clients", ylabel="requests / s", title="served throughput")
+    ax_p99.set(xlabel="concurrent clients", ylabel="p99 latency (ms)", title="p99 latency")
+    for ax in (ax_rps, ax_p99):
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3)
+    ax_rps.legend(fontsize=7)
+    fig.suptitle("dotted: in-process (bare model) throughput", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -3,6 +3,7 @@ with JSON bodies or (frequency) float32 bodies and answers."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -84,4 +85,68 @@ def served_load(
         "p50_ms": float(p50),
         "p95_ms": float(p95),
         "p99_ms": float(p99),
+        "mean_ms": float(ok.mean()) if ok.size else float("nan"),
+    }
+
+
+def paced_load(
+    settings: ClientSettings,
+    model: str,
+    payloads: list[dict],
+    rate: float,
+    protocol: str = "rest",
+    workers: int = 32,
+) -> dict:
+    """Open-loop load: request i is due at i / rate seconds, whatever the earlier ones did, and its
+    latency counts from when it was due, so a stalled server cannot hide its queue (no coordinated
+    omission). `workers` callers carry the requests; too few would show up as `late` starts."""
+    local = threading.local()
+    clients, lock = [], threading.Lock()
+
+    def client():
+        if not hasattr(local, "client"):
+            local.client = connect(protocol, settings)
+            with lock:
+                clients.append(local.client)
+        return local.client
+
+    def warm(payload: dict) -> None:
+        with contextlib.suppress(ClientError):
+            client().predict(model, payload)
+
+    start = 0.0
+
+    def call(i: int) -> tuple[float | None, float]:
+        due = start + i / rate
+        wait = due - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        late = time.perf_counter() - due
+        try:
+            client().predict(model, payloads[i])
+        except ClientError:
+            return None, late
+        return (time.perf_counter() - due) * 1000, late
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(warm, payloads[:workers]))
+        start = time.perf_counter() + 0.05
+        got = list(pool.map(call, range(len(payloads))))
+        elapsed = time.perf_counter() - start
+    for c in clients:
+        c.close()
+    ok = np.array([x for x, _ in got if x is not None])
+    p50, p95, p99 = np.percentile(ok, [50, 95, 99]) if ok.size else (float("nan"),) * 3
+    return {
+        "rate": rate,
+        "protocol": protocol,
+        "requests": len(payloads),
+        "errors": len(got) - int(ok.size),
+        "seconds": elapsed,
+        "rps": ok.size / elapsed,
+        "p50_ms": float(p50),
+        "p95_ms": float(p95),
+        "p99_ms": float(p99),
+        "p99_over_p50": float(p99 / p50) if ok.size else None,
+        "max_start_late_ms": max(late for _, late in got) * 1000,
     }

@@ -39,6 +39,21 @@ def model_config_path(model: str) -> Path:
     return ROOT / "handlers" / model / "model-config.yaml"
 
 
+def apply_overrides(config: dict, overrides: dict | None) -> dict:
+    """{"maxBatchDelay": 5, "handler.threads": 1} or {"handler": {"threads": 1}} → set in the
+    model-config (dots go into blocks; a dict merges into the block it names)."""
+    for key, value in (overrides or {}).items():
+        *blocks, leaf = key.split(".")
+        target = config
+        for b in blocks:
+            target = target.setdefault(b, {})
+        if isinstance(value, dict) and isinstance(target.get(leaf), dict):
+            apply_overrides(target[leaf], value)
+        else:
+            target[leaf] = value
+    return config
+
+
 def stage_archive(
     model: str,
     artifacts: Path,
@@ -50,26 +65,28 @@ def stage_archive(
     """Copy what the archive carries into `stage/extra`; return (manifest, model-config path).
 
     registered: the MLflow model version the files came from, written into the staged manifest.
-    overrides: replaces model-config keys (TorchServe's and, under "handler", the handler's)."""
+    overrides: model-config settings for this archive only (benchmarks, experiments; see
+    `apply_overrides`)."""
     manifest = read_manifest(artifacts)
     config = yaml.safe_load(model_config_path(model).read_text())
-    overrides = dict(overrides or {})
+    apply_overrides(config, overrides)
     handler_cfg = config.setdefault("handler", {})
-    handler_cfg.update(overrides.pop("handler", {}))
-    config.update(overrides)
     if runtime:
         handler_cfg["runtime"] = runtime
     runtime = handler_cfg.get("runtime", "onnx")
     # Top-level exports of the other runtime (model.pt, step.pt, ... for onnx) stay out: the
     # handler opens only the files of the runtime it is configured with.
-    skip = {Path(f).suffix for kind, f in RUNTIME_FILES.items() if kind != runtime}
+    # onnx and onnx-int8 share a suffix, so their files are told apart by name.
+    own = RUNTIME_FILES[runtime]
+    others = {f for kind, f in RUNTIME_FILES.items() if kind != runtime}
+    skip = {Path(f).suffix for f in others} - {Path(own).suffix}
 
     if stage.exists():
         shutil.rmtree(stage)
     extra = stage / "extra"
     extra.mkdir(parents=True)
     for rel, digest in manifest["files"].items():
-        if "/" not in rel and Path(rel).suffix in skip:
+        if "/" not in rel and (Path(rel).suffix in skip or rel in others):
             continue
         src = artifacts / rel
         if not src.is_file() or sha256_file(src) != digest:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from handlers.errors import ArchiveError
 from handlers.manifest import read_manifest
@@ -19,6 +20,11 @@ UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
 """The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
 
 SELF_CHECK_TEXTS = ["a short one", "a somewhat longer text to check that padding is masked out"]
+FP16_PROBE_TEXTS = [
+    *SELF_CHECK_TEXTS,
+    "An astonishing film: the cast is superb and the ending left the whole theatre in tears. " * 6,
+    "Dull, overlong and badly acted; I checked my watch every ten minutes and regretted it. " * 6,
+]
 
 
 class SentimentPredictor:
@@ -38,14 +44,7 @@ class SentimentPredictor:
             settings.pad_token_id,
             settings.head_tokens,
         )
-        self.runtime: Runtime = load_runtime(
-            settings.runtime,
-            model_dir,
-            settings.input_names,
-            settings.output_names,
-            device,
-            settings.threads,
-        )
+        self.runtime: Runtime = self._open(model_dir, device, settings.fp16)
         self.head = MLPHead.load(model_dir / settings.head_file)
         if (
             settings.feature_dim is not None
@@ -61,7 +60,40 @@ class SentimentPredictor:
             )
         # Drawn once: every text sees the same thinned heads, whatever it is batched with.
         self.masks = self.head.masks(settings.mc_samples, settings.seed)
+        self._blas = ThreadpoolController()
+        if settings.fp16:
+            self._fp16_gate(self._open(model_dir, device, fp16=False))
         self._self_check()
+
+    def _open(self, model_dir: Path, device: str, fp16: bool) -> Runtime:
+        s = self.settings
+        return load_runtime(
+            s.runtime,
+            model_dir,
+            s.input_names,
+            s.output_names,
+            device,
+            s.threads,
+            fp16=fp16,
+            spinning=s.intra_op_spinning,
+        )
+
+    def _fp16_gate(self, fp32: Runtime) -> None:
+        """fp16's parity gate, run where it will serve (the export machine may have no GPU): the
+        same probe texts through float32 and float16 must agree within fp16_atol and on labels."""
+        batch = self.encoder.encode(FP16_PROBE_TEXTS)
+        ids_name, mask_name = self.settings.input_names[:2]
+        feeds = {ids_name: batch.input_ids, mask_name: batch.attention_mask}
+        want, got = fp32.run(feeds), self.runtime.run(feeds)
+        diff = max(float(np.max(np.abs(want[n] - got[n]))) for n in self.settings.output_names)
+        logits = self.settings.output_names[0]
+        same = np.array_equal(want[logits].argmax(-1), got[logits].argmax(-1))
+        if not (diff <= self.settings.fp16_atol and same):
+            raise ArchiveError(
+                f"fp16 parity gate failed on {self.runtime.device}: max |diff| {diff:.3g} "
+                f"(limit {self.settings.fp16_atol}), same labels: {same}; serve with fp16: false"
+            )
+        self.fp16_max_abs_diff = diff
 
     @classmethod
     def from_dir(
@@ -79,7 +111,10 @@ class SentimentPredictor:
         # A head.npz that does not belong to this export would give plausible-looking nonsense.
         logits, features = self._forward(SELF_CHECK_TEXTS)[:2]
         diff = float(np.max(np.abs(self.head.forward(features) - logits)))
-        if not diff <= self.settings.self_check_atol:
+        atol = self.settings.self_check_atol
+        if self.settings.fp16:  # the graph's head ran in float16, the numpy head in float32
+            atol = max(atol, self.settings.fp16_atol)
+        if not diff <= atol:
             raise ArchiveError(
                 f"head.npz does not reproduce the graph's logits (max |diff| {diff:.3g})"
             )
@@ -91,12 +126,21 @@ class SentimentPredictor:
         logits_name, features_name = self.settings.output_names[:2]
         return out[logits_name], out[features_name], batch.truncated
 
+    def uncertainty(self, features: np.ndarray):
+        """Calibrated probabilities and MC-dropout spread of the head over the encoder's features."""
+        # The head's matmuls are tiny: numpy's OpenBLAS waking its thread pool for them cost 12x
+        # (250 vs 21 ms per batch of 8) on 2 shared cores; one thread is the fast path.
+        with self._blas.limit(limits=1, user_api="blas"):
+            return classify_with_uncertainty(
+                features, self.head, self.masks, self.settings.temperature
+            )
+
     def predict(self, texts: list[str]) -> list[dict]:
         """One response dict per text, in order; all texts go through the runtime in one pass."""
         if not texts:
             return []
         _, features, truncated = self._forward(texts)
-        u = classify_with_uncertainty(features, self.head, self.masks, self.settings.temperature)
+        u = self.uncertainty(features)
         labels = self.settings.labels
         model = {"name": self.name, "version": self.settings.version}
         return [

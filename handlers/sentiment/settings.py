@@ -24,6 +24,9 @@ SERVING_KEYS = frozenset(
         "max_texts",
         "max_batch_tokens",
         "self_check_atol",
+        "fp16",
+        "fp16_atol",
+        "intra_op_spinning",
     }
 )
 """The knobs model-config.yaml's `handler:` block may set."""
@@ -54,7 +57,7 @@ class SentimentSettings:
     feature_dim: int | None = None
     """Width of the graph's features output, which the head must take (manifest `feature_dim`)."""
     runtime: str = "onnx"
-    """onnx or torchscript."""
+    """onnx, onnx-int8 (the export's gated model.int8.onnx) or torchscript."""
     threads: int | None = None
     """Intra-op threads of the runtime; None keeps the runtime's default."""
     mc_samples: int = 16
@@ -70,6 +73,14 @@ class SentimentSettings:
     (handlers/budget.py). The first request of a batch always runs."""
     self_check_atol: float = 1e-3
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
+    fp16: bool = False
+    """TorchScript under float16 autocast: a GPU option, gated at load against float32."""
+    fp16_atol: float = 0.05
+    """fp16 gate: max |logit| and |feature| difference from float32 on the load-time probe texts
+    (and the same predicted label); the head's self-check is widened to this too."""
+    intra_op_spinning: bool = False
+    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
+    on shared cores the spinning threads compete with TorchServe's frontend."""
 
 
 HEAD_TAIL = "head+tail"
@@ -118,6 +129,9 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
         )
     threads = serve.pop("threads", None)
     reject_unknown(serve, SERVING_KEYS - {"runtime", "threads", "max_length"}, "sentiment")
+    for key in ("fp16", "intra_op_spinning"):
+        if key in serve and not isinstance(serve[key], bool):
+            raise ArchiveError(f"handler.{key} must be true or false, not {serve[key]!r}")
     for key in ("mc_samples", "max_text_bytes", "max_texts", "max_batch_tokens"):
         if key in serve:
             positive_int(serve[key], f"handler.{key}")

@@ -1,67 +1,147 @@
-"""The benchmark's markdown table: one row per served level, ratio against in-process."""
+"""The benchmark's report code: tables, summary ratios, the PNG, the Prometheus breakdown and the
+CPU meter, on hand-made figures (the bench itself is `make bench`, not a test)."""
 
 from __future__ import annotations
 
-from bench.report import markdown_table
+import time
+
+import pytest
+
+from bench.cpu import CpuMeter
+from bench.metrics import breakdown, parse
+from bench.report import markdown_table, plot, summary
 
 
-def test_table_has_a_row_per_concurrency_with_the_served_over_in_process_ratio():
-    report = {
+def _level(c, rps, proto="rest"):
+    return {
+        "concurrency": c,
+        "protocol": proto,
+        "rps": rps,
+        "p50_ms": 100.0,
+        "p95_ms": 150.0,
+        "p99_ms": 180.0,
+        "mean_ms": 110.0,
+        "errors": 0,
+        "cpu": {"loadgen": 0.31, "frontend": 0.2, "workers": 1.4},
+        "breakdown": {"frontend_latency_ms": 95.0, "queue_ms": 20.0, "mean_batch": 6.5},
+    }
+
+
+@pytest.fixture
+def report():
+    def result(runtime, ip, served):
+        return {
+            "model": "sentiment",
+            "runtime": runtime,
+            "in_process": {"batch_size": 8, "threads": 2, "rps": ip},
+            "served": served,
+            "paced": [
+                {
+                    "rate": 14.0,
+                    "protocol": "rest",
+                    "rps": 13.9,
+                    "p50_ms": 90.0,
+                    "p99_ms": 200.0,
+                    "p99_over_p50": 2.22,
+                    "errors": 0,
+                }
+            ],
+            "stages": {"tokenize": 1.5, "runtime": 40.0, "head": 0.4, "json": 0.02},
+        }
+
+    return {
         "created": "2026-01-01T00:00:00Z",
         "machine": {"cpus": 2, "platform": "linux"},
         "versions": {"torch": "2.13.0", "onnxruntime": "1.32.0", "torchserve": "0.12.0"},
-        "settings": {"artifacts": "artifacts", "requests": 8, "protocol": "rest"},
+        "settings": {
+            "artifacts": "artifacts",
+            "requests": 64,
+            "protocols": ["rest", "grpc"],
+            "paced_fraction": 0.7,
+        },
         "results": [
-            {
-                "model": "sentiment",
-                "runtime": "onnx",
-                "in_process": {"batch_size": 8, "threads": 2, "rps": 100.0},
-                "served": [
-                    {
-                        "concurrency": c,
-                        "rps": rps,
-                        "p50_ms": 1.0,
-                        "p95_ms": 2.0,
-                        "p99_ms": 3.0,
-                        "errors": 0,
-                    }
-                    for c, rps in ((1, 25.0), (4, 50.0))
-                ],
-            }
+            result("onnx", 20.0, [_level(1, 10.0), _level(16, 18.0), _level(16, 19.0, "grpc")]),
+            result("onnx-int8", 40.0, [_level(1, 20.0), _level(16, 36.0), _level(32, 30.0)]),
         ],
     }
-    rows = [line for line in markdown_table(report).splitlines() if line.startswith("| sentiment")]
+
+
+def test_table_has_a_row_per_level_with_its_served_over_in_process_ratio(report):
+    text = markdown_table(report)
+    rows = [
+        line for line in text.splitlines() if line.startswith("| sentiment | onnx | rest | 8 × 2")
+    ]
     assert len(rows) == 2
-    assert rows[0].rstrip(" |").endswith("0.25") and rows[1].rstrip(" |").endswith("0.50")
-    assert "| 8 × 2 |" in rows[0]
+    assert "| 0.50 |" in rows[0] and "| 0.90 |" in rows[1]
+    assert "0.31 / 0.20 / 1.40" in rows[0]  # load generator / frontend / workers cores
 
 
-def test_stage_breakdown_is_the_difference_of_two_metric_scrapes():
-    from bench.report import stage_table
-    from bench.stages import breakdown, parse_metrics
+def test_summary_gives_the_ratio_at_16_clients_and_int8_over_fp32(report):
+    rows = {(s["runtime"], s["protocol"]): s for s in summary(report)}
+    assert rows[("onnx", "rest")]["served_over_in_process"] == pytest.approx(0.9)
+    assert rows[("onnx", "grpc")]["served_over_in_process"] == pytest.approx(0.95)
+    assert rows[("onnx-int8", "rest")]["over_fp32"] == pytest.approx(36 / 18)
+    assert rows[("onnx", "rest")]["over_fp32"] is None
 
-    def text(pre_sum, inf_sum, count, queue_us):
-        return "\n".join(
-            [
-                "# HELP ts_handler_stage_seconds x",
-                f'ts_handler_stage_seconds_sum{{Stage="preprocess",ModelName="m",Level="Model",}} {pre_sum}',
-                f'ts_handler_stage_seconds_count{{Stage="preprocess",ModelName="m",Level="Model",}} {count}',
-                f'ts_handler_stage_seconds_sum{{Stage="inference",ModelName="m",Level="Model",}} {inf_sum}',
-                f'ts_handler_stage_seconds_count{{Stage="inference",ModelName="m",Level="Model",}} {count}',
-                'ts_handler_stage_seconds_sum{Stage="inference",ModelName="other",Level="Model",} 99.0',
-                f'ts_queue_latency_microseconds{{model_name="m",model_version="default",hostname="h",}} {queue_us}',
-            ]
-        )
 
-    before = parse_metrics(text(1.0, 10.0, 5, 1000.0))
-    after = parse_metrics(text(1.5, 14.0, 15, 41000.0))
-    st = breakdown(before, after, "m", seconds=8.0, requests_=20)
-    assert st["inference"]["batches"] == 10
-    assert st["inference"]["ms_per_batch"] == 400.0 and st["inference"]["ms_per_request"] == 200.0
-    assert st["inference"]["busy_share"] == 0.5 and st["preprocess"]["ms_per_request"] == 25.0
-    assert st["queue"]["ms_per_request"] == 2.0 and st["postprocess"]["batches"] == 0
-    report = {"results": [{"model": "m", "runtime": "onnx", "served": [
-        {"concurrency": 4, "requests": 20, "stages": st}
-    ]}]}  # fmt: skip
-    row = [line for line in stage_table(report) if line.startswith("| m |")]
-    assert row and "| 2.0 |" in row[0] and "200.0 (50%)" in row[0]
+def test_report_shows_open_loop_p99_over_p50_and_the_stage_breakdown(report):
+    text = markdown_table(report)
+    assert "| sentiment | onnx | rest | 14.0 | 13.9 | 90 | 200 | 2.22 | 0 |" in text
+    assert "| sentiment | onnx-int8 | 1.50 | 40.00 | 0.40 | 0.020 |" in text
+
+
+def test_plot_writes_a_png(report, tmp_path):
+    path = plot(report, tmp_path / "bench.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+SCRAPE = """# HELP ts_inference_requests_total Total number of inference requests.
+# TYPE ts_inference_requests_total counter
+ts_inference_requests_total{model_name="sentiment_onnx",model_version="default",hostname="h"} %(req)s
+ts_queue_latency_microseconds{model_name="sentiment_onnx",model_version="default",hostname="h"} %(queue)s
+ts_inference_latency_microseconds{model_name="sentiment_onnx",model_version="default",hostname="h"} %(lat)s
+ts_handler_batch_size_sum{ModelName="sentiment_onnx",Level="Model",Hostname="h"} %(req)s
+ts_handler_batch_size_count{ModelName="sentiment_onnx",Level="Model",Hostname="h"} %(batches)s
+ts_handler_stage_seconds_sum{Stage="inference",ModelName="sentiment_onnx",Level="Model",Hostname="h"} %(inf)s
+ts_handler_stage_seconds_count{Stage="inference",ModelName="sentiment_onnx",Level="Model",Hostname="h"} %(batches)s
+ts_handler_stage_seconds_sum{Stage="inference",ModelName="other",Level="Model",Hostname="h"} 99.0
+"""
+
+
+def test_breakdown_is_the_difference_between_two_scrapes_per_request_and_batch():
+    before = parse(SCRAPE % {"req": 10, "queue": 1e5, "lat": 1e6, "batches": 2, "inf": 0.5})
+    after = parse(SCRAPE % {"req": 50, "queue": 9e5, "lat": 5e6, "batches": 7, "inf": 2.0})
+    got = breakdown(before, after, "sentiment_onnx")
+    assert got["requests"] == 40 and got["batches"] == 5 and got["mean_batch"] == 8.0
+    assert got["queue_ms"] == 20.0 and got["frontend_latency_ms"] == 100.0
+    assert got["inference_ms_per_batch"] == 300.0 and got["preprocess_ms_per_batch"] is None
+
+
+def test_cpu_meter_counts_the_load_generators_own_cpu():
+    meter = CpuMeter(None)
+    meter.start()
+    end = time.process_time() + 0.2  # CPU time, not wall: the cores are shared
+    while time.process_time() < end:
+        pass
+    got = meter.stop()
+    assert got["loadgen"] * got["seconds"] >= 0.19
+    assert got["frontend"] == 0.0 and got["workers"] == 0.0
+
+
+def test_set_overrides_reach_the_model_config_blocks():
+    from bench.__main__ import parse_overrides
+    from deploy.archive import apply_overrides
+
+    got = parse_overrides(["maxBatchDelay=5", "handler.intra_op_spinning=true"])
+    assert got == {"maxBatchDelay": 5, "handler.intra_op_spinning": True}
+    config = apply_overrides({"maxBatchDelay": 20, "handler": {"threads": 2}}, got)
+    assert config == {"maxBatchDelay": 5, "handler": {"threads": 2, "intra_op_spinning": True}}
+
+
+def test_a_level_is_compared_with_the_in_process_figure_taken_next_to_it(report):
+    level = report["results"][0]["served"][1]  # onnx rest, 16 clients, 18 req/s
+    level["in_process_rps"] = 15.0  # the neighbours got busier since the first in-process run
+    rows = {(s["runtime"], s["protocol"]): s for s in summary(report)}
+    assert rows[("onnx", "rest")]["served_over_in_process"] == pytest.approx(18 / 15)
+    line = next(x for x in markdown_table(report).splitlines() if "| 16 | 18.0 | 15.0 |" in x)
+    assert "| 1.20 |" in line

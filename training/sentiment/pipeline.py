@@ -30,6 +30,7 @@ from training.sentiment.export import (
     verify_exports,
 )
 from training.sentiment.model import build_model, load_tokenizer
+from training.sentiment.quantize import INT8_FILE, gated_int8_export
 from training.sentiment.train import fine_tune
 
 SERVE_FILES = ["model.pt", "model.onnx", "head.npz", "tokenizer"]
@@ -98,6 +99,9 @@ def run(
     metrics, bins = classification_metrics(
         val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
     )
+    int8 = gated_int8_export(
+        out, rows(test.text), test, test_pred.logits, metrics["temperature"], pad, cfg.threads
+    )
     metrics |= {
         "config": cfg.name,
         "train_size": len(train),
@@ -122,6 +126,7 @@ def run(
         out / "reliability.png",
         title="test reliability",
     )
+    metrics["int8"] = int8
     metrics["wall_seconds"] = round(time.perf_counter() - started, 1)
     _write_json(
         out / "metrics.json", metrics | {"reliability": {k: b.to_dict() for k, b in bins.items()}}
@@ -140,7 +145,8 @@ def run(
         "tokenizer": "tokenizer/tokenizer.json",
         "head": "head.npz",
     }
-    manifest = write_manifest(out, "sentiment", SERVE_FILES, handler, metrics, parity)
+    serve_files = SERVE_FILES + [INT8_FILE] * int8["written"]
+    manifest = write_manifest(out, "sentiment", serve_files, handler, metrics, parity)
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS)
     return manifest

@@ -1,0 +1,122 @@
+"""model.int8.onnx: the export quantizes the tiny model, gates it against fp32 on the IMDB test
+reviews, writes it only when it passes, and `runtime: onnx-int8` serves it."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from deploy.archive import stage_archive
+from handlers.sentiment.predict import SentimentPredictor
+from training.sentiment.config import TINY
+from training.sentiment.data import load_splits
+from training.sentiment.encoding import token_rows
+from training.sentiment.model import load_tokenizer
+from training.sentiment.quantize import (
+    INT8_FILE,
+    Int8Gate,
+    gated_int8_export,
+    head_nodes,
+    judge,
+    onnx_logits,
+)
+
+
+def test_tiny_export_writes_a_gated_int8_that_the_manifest_lists(sentiment_artifacts):
+    manifest = json.loads((sentiment_artifacts / "manifest.json").read_text())
+    report = manifest["metrics"]["int8"]
+    assert report["written"] and report["refused_because"] == []
+    assert INT8_FILE in manifest["files"] and (sentiment_artifacts / INT8_FILE).is_file()
+    assert report["reviews"] == manifest["metrics"]["test_size_imdb"]
+    assert report["fp32"]["accuracy"] - report["int8"]["accuracy"] <= 0.01
+    assert report["size_mb"] < report["fp32_size_mb"]  # int8 MatMul weights, float embeddings
+
+
+def test_only_the_encoder_is_quantized_the_head_stays_float(sentiment_artifacts):
+    graph = onnx.load(str(sentiment_artifacts / INT8_FILE)).graph
+    ops = {n.op_type for n in graph.node}
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
+    assert "Gather" in ops  # the embedding lookup stays float (per-tensor int8 there cost accuracy)
+    head = head_nodes(onnx.load(str(sentiment_artifacts / "model.onnx")))
+    assert head and all(n.startswith("/head/") for n in head)
+    head_ops = {n.op_type for n in graph.node if n.name.startswith("/head/")}
+    assert "MatMulInteger" not in head_ops and head_ops & {"Gemm", "MatMul"}
+
+
+@pytest.fixture
+def tiny_copy(sentiment_artifacts, tmp_path) -> Path:
+    out = tmp_path / "art"
+    shutil.copytree(sentiment_artifacts, out)
+    return out
+
+
+def _tiny_test_split():
+    # The pipeline's own test sample for TINY, so the rows are reviews the model was gated on.
+    return load_splits(TINY.seed).test.sample(TINY.test_size, TINY.seed + 2)
+
+
+def test_an_int8_that_misses_fp32_accuracy_is_refused_and_not_written(tiny_copy, capsys):
+    test = _tiny_test_split()
+    rows = token_rows(load_tokenizer(), test.text, TINY.max_length, TINY.head_tokens)
+    # An fp32 reference that is right on every review: the real int8 candidate is far below it.
+    perfect = np.eye(2, dtype=np.float32)[test.label] * 10
+    report = gated_int8_export(tiny_copy, rows, test, perfect, 1.0, 0, threads=1)
+    assert not report["written"] and report["size_mb"] is None
+    assert not (tiny_copy / INT8_FILE).exists()  # and the stale one from the fixture is gone
+    assert (
+        "accuracy" in report["refused_because"][0]
+        and "points below" in report["refused_because"][0]
+    )
+    assert "int8 export refused" in capsys.readouterr().err
+    assert report["fp32"]["accuracy"] == 1.0
+
+
+def test_int8_logits_follow_fp32_on_the_tiny_test_reviews(sentiment_artifacts):
+    test = _tiny_test_split()
+    rows = token_rows(load_tokenizer(), test.text[:24], TINY.max_length, TINY.head_tokens)
+    fp32 = onnx_logits(sentiment_artifacts / "model.onnx", rows, 0, threads=1)
+    int8 = onnx_logits(sentiment_artifacts / INT8_FILE, rows, 0, threads=1)
+    diff = np.abs(fp32 - int8).max()
+    assert 0 < diff < 0.1  # quantized (not a copy of fp32), and close
+
+
+@pytest.mark.parametrize(
+    ("int8", "refused"),
+    [
+        ({"accuracy": 0.891, "ece_after": 0.03}, []),
+        ({"accuracy": 0.889, "ece_after": 0.03}, ["accuracy"]),
+        ({"accuracy": 0.90, "ece_after": 0.041}, ["ECE"]),
+        ({"accuracy": 0.85, "ece_after": 0.05}, ["accuracy", "ECE"]),
+    ],
+)
+def test_gate_allows_one_point_of_accuracy_and_0_01_of_ece(int8, refused):
+    fp32 = {"accuracy": 0.90, "ece_after": 0.03}
+    reasons = judge(fp32, int8, Int8Gate())
+    assert ["ECE" if r.startswith("ECE") else "accuracy" for r in reasons] == refused
+
+
+def test_onnx_int8_runtime_serves_the_int8_file_with_the_float_head(sentiment_artifacts):
+    fp32 = SentimentPredictor.from_dir(sentiment_artifacts, {"runtime": "onnx", "threads": 1})
+    int8 = SentimentPredictor.from_dir(sentiment_artifacts, {"runtime": "onnx-int8", "threads": 1})
+    assert Path(int8.runtime.path).name == INT8_FILE  # and the head self-check passed at load
+    texts = ["a wonderful, moving film", "a dull and pointless movie"]
+    for a, b in zip(fp32.predict(texts), int8.predict(texts), strict=True):
+        assert abs(a["probabilities"]["positive"] - b["probabilities"]["positive"]) < 0.05
+
+
+@pytest.mark.parametrize(
+    ("runtime", "kept", "left_out"),
+    [
+        ("onnx-int8", INT8_FILE, {"model.onnx", "model.pt"}),
+        ("onnx", "model.onnx", {INT8_FILE, "model.pt"}),
+    ],
+)
+def test_archive_carries_only_the_configured_onnx_file(
+    sentiment_artifacts, tmp_path, runtime, kept, left_out
+):
+    stage_archive("sentiment", sentiment_artifacts, tmp_path / "stage", runtime)
+    files = {p.name for p in (tmp_path / "stage" / "extra").iterdir()}
+    assert kept in files and not (left_out & files)

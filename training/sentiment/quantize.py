@@ -1,0 +1,214 @@
+"""model.int8.onnx: ONNX Runtime dynamic int8 quantization of the encoder, and the gate it must pass.
+
+The gate compares int8 with fp32 on the held-out IMDB test reviews: accuracy within
+`max_accuracy_drop` and ECE after calibration within `max_ece_increase`. Calibration is the
+manifest's temperature (fitted on fp32's validation logits), because that is the temperature the
+handler serves int8 with. A refused model is never written, and the report says why.
+
+The head (every node computed from the `features` output) stays float32: the handler's MC-dropout
+head re-runs it in numpy over the features and checks at load that it reproduces the graph's logits.
+
+    python -m training.sentiment.quantize --artifacts artifacts/sentiment   # add int8 to an export
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from handlers.uncertainty import softmax
+from training.common.calibration import expected_calibration_error
+
+INT8_FILE = "model.int8.onnx"
+FEATURES = "features"
+
+
+@dataclass(frozen=True)
+class Int8Gate:
+    max_accuracy_drop: float = 0.01
+    """IMDB test accuracy (a fraction): int8 may be at most this much below fp32 (1 point)."""
+    max_ece_increase: float = 0.01
+    """ECE after calibration: int8 may be at most this much above fp32."""
+
+
+def head_nodes(model) -> list[str]:
+    """Names of the nodes downstream of the `features` output (ONNX nodes are topologically sorted)."""
+    reached, names = {FEATURES}, []
+    for node in model.graph.node:
+        if reached.intersection(node.input):
+            names.append(node.name)
+            reached.update(node.output)
+    return names
+
+
+def quantize_encoder(src: Path, dst: Path) -> None:
+    """Dynamic (weights int8 ahead of time, activations quantized per batch) quantization, the
+    ONNX Runtime recipe for transformer encoders on CPU: no calibration data needed.
+
+    Measured on a MiniLM export (3,000 training reviews; 2,490 IMDB test reviews, fp32 0.8655):
+    per-tensor scales over every op lost 3.2 accuracy points (refused by the gate); per-channel
+    0.9; per-channel on the MatMuls only (embeddings stay float) 0.4, with ECE 0.001 better and
+    1.98x fp32's speed at batch 8 x 256 on 2 threads. That last recipe is this one."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    head = head_nodes(onnx.load(str(src), load_external_data=False))
+    # The quantizer first rewrites each Gemm as MatMul (named <gemm>_MatMul) + Add, then matches
+    # nodes_to_exclude against the rewritten names: list both.
+    keep_float = [*head, *(f"{name}_MatMul" for name in head)]
+    quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_exclude=keep_float,
+    )
+
+
+def onnx_logits(
+    path: Path, rows: Sequence[list[int]], pad_token_id: int, threads: int, batch_size: int = 32
+) -> np.ndarray:
+    """Logits of the ONNX model at `path` for token rows, batched by length, in row order."""
+    import onnxruntime as ort
+
+    from training.sentiment.encoding import length_batches, pad_rows
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    logits = np.zeros((len(rows), 2), np.float32)
+    for idx in length_batches(np.array([len(r) for r in rows]), batch_size):
+        enc = pad_rows([rows[i] for i in idx], pad_token_id)
+        feeds = {"input_ids": enc.input_ids, "attention_mask": enc.attention_mask}
+        logits[idx] = session.run(["logits"], feeds)[0]
+    return logits
+
+
+def gate_metrics(logits: np.ndarray, labels: np.ndarray, temperature: float) -> dict:
+    probs = softmax(logits, temperature)
+    return {
+        "accuracy": float((logits.argmax(-1) == labels).mean()),
+        "ece_after": expected_calibration_error(probs, labels),
+    }
+
+
+def judge(fp32: dict, int8: dict, gate: Int8Gate) -> list[str]:
+    """The reasons int8 is refused; empty when it passes."""
+    reasons = []
+    drop = fp32["accuracy"] - int8["accuracy"]
+    if drop > gate.max_accuracy_drop:
+        reasons.append(
+            f"IMDB test accuracy {int8['accuracy']:.4f} is {drop * 100:.2f} points below fp32's "
+            f"{fp32['accuracy']:.4f} (limit {gate.max_accuracy_drop * 100:.2f})"
+        )
+    rise = int8["ece_after"] - fp32["ece_after"]
+    if rise > gate.max_ece_increase:
+        reasons.append(
+            f"ECE after calibration {int8['ece_after']:.4f} is {rise:.4f} above fp32's "
+            f"{fp32['ece_after']:.4f} (limit {gate.max_ece_increase})"
+        )
+    return reasons
+
+
+def gated_int8_export(
+    out_dir: str | Path,
+    test_rows: Sequence[list[int]],
+    test_split,
+    fp32_logits: np.ndarray,
+    temperature: float,
+    pad_token_id: int,
+    threads: int = 2,
+    gate: Int8Gate = Int8Gate(),
+) -> dict:
+    """Quantize out_dir/model.onnx, gate it on the IMDB rows of the test split; write
+    out_dir/model.int8.onnx only if it passes. Returns the report (for metrics and the manifest)."""
+    out = Path(out_dir)
+    final = out / INT8_FILE
+    final.unlink(missing_ok=True)  # a stale int8 must never ride along with a new fp32
+    imdb = np.flatnonzero(np.asarray(test_split.source) == "imdb")
+    labels = np.asarray(test_split.label)[imdb]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        candidate = Path(tmp) / INT8_FILE
+        quantize_encoder(out / "model.onnx", candidate)
+        int8_logits = onnx_logits(
+            candidate, [test_rows[int(i)] for i in imdb], pad_token_id, threads
+        )
+        fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
+        int8 = gate_metrics(int8_logits, labels, temperature)
+        reasons = judge(fp32, int8, gate)
+        if not reasons:
+            candidate.replace(final)
+    report = {
+        "written": not reasons,
+        "file": INT8_FILE,
+        "reviews": int(imdb.size),
+        "temperature": float(temperature),
+        "fp32": fp32,
+        "int8": int8,
+        "gate": asdict(gate),
+        "refused_because": reasons,
+        "size_mb": round(final.stat().st_size / 1e6, 1) if not reasons else None,
+        "fp32_size_mb": round((out / "model.onnx").stat().st_size / 1e6, 1),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    if reasons:
+        print(
+            f"int8 export refused, {INT8_FILE} not written: {'; '.join(reasons)}", file=sys.stderr
+        )
+    return report
+
+
+def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()) -> dict:
+    """Gate and add model.int8.onnx to a finished export; fp32 logits come from its model.onnx
+    (parity-checked against eager), and the manifest gains the file's sha256 and the report."""
+    from handlers.sentiment.tokenize import TextEncoder
+    from training.common.manifest import read_manifest, sha256_file
+    from training.sentiment.data import load_splits
+
+    manifest = read_manifest(artifacts)
+    block = manifest["handler"]
+    pad, threads = block["pad_token_id"], 2
+    # The serving tokenization (the handler's encoder over the exported tokenizer.json).
+    encoder = TextEncoder(
+        artifacts / block["tokenizer"], block["max_length"], pad, block["head_tokens"]
+    )
+    test = load_splits(seed).test
+    imdb = test.take(np.flatnonzero(test.source == "imdb"))
+    rows = []
+    for text in imdb.text:
+        enc = encoder.encode([text])
+        rows.append(enc.input_ids[0].tolist())
+    fp32_logits = onnx_logits(artifacts / "model.onnx", rows, pad, threads)
+    report = gated_int8_export(
+        artifacts, rows, imdb, fp32_logits, block["temperature"], pad, threads, gate
+    )
+    manifest["files"].pop(INT8_FILE, None)
+    if report["written"]:
+        manifest["files"][INT8_FILE] = sha256_file(artifacts / INT8_FILE)
+    manifest["metrics"]["int8"] = report
+    (artifacts / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m training.sentiment.quantize", description=__doc__)
+    p.add_argument("--artifacts", type=Path, required=True, help="a finished sentiment export")
+    p.add_argument("--seed", type=int, default=0, help="the training seed (fixes the test split)")
+    args = p.parse_args(argv)
+    report = add_to_artifacts(args.artifacts, args.seed)
+    print(json.dumps(report, indent=2))
+    return 0 if report["written"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
