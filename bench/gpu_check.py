@@ -17,6 +17,7 @@ plain torch TransformerEncoder of the same size. Checks:
 from __future__ import annotations
 
 import argparse
+import copy
 import inspect
 import json
 import platform
@@ -177,8 +178,26 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"[{name}] {json.dumps(checks[name])}", flush=True)
 
+    # What training exports (traced on a CPU machine) hard-codes CPU tensors: the worker must
+    # refuse it on a GPU at load. Traced on the GPU itself, the same model runs there.
+    gpu_trace = work / "model.pt"
+    if device != "cpu":
+        gpu_trace = work / "model_gpu.pt"
+        on_gpu = copy.deepcopy(model).to(device)
+        with torch.no_grad():
+            torch.jit.trace(on_gpu, tuple(t.to(device) for t in example), check_trace=False).save(
+                str(gpu_trace)
+            )
+
+    def cpu_trace_refused():
+        try:
+            TorchScriptRuntime(work / "model.pt", IN, OUT, device=device)
+        except ArchiveError as e:
+            return {"ok": "traced on the CPU" in str(e), "refused_at_load": str(e)}
+        return {"ok": device == "cpu", "refused_at_load": None}
+
     def ts_fp32():
-        rt = TorchScriptRuntime(work / "model.pt", IN, OUT, device=device)
+        rt = TorchScriptRuntime(gpu_trace, IN, OUT, device=device)
         runners[f"torchscript fp32 {device}"] = rt.run
         on = next(rt._module.parameters()).device
         diff = max_diff(want, rt.run(probe))
@@ -189,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     def ts_fp16():
-        fp32 = TorchScriptRuntime(work / "model.pt", IN, OUT, device=device)
-        rt = TorchScriptRuntime(work / "model.pt", IN, OUT, device=device, fp16=True)
+        fp32 = TorchScriptRuntime(gpu_trace, IN, OUT, device=device)
+        rt = TorchScriptRuntime(gpu_trace, IN, OUT, device=device, fp16=True)
         a, b = fp32.run(probe), rt.run(probe)
         diff = max_diff(a, b)
         same = bool(np.array_equal(a["logits"].argmax(-1), b["logits"].argmax(-1)))
@@ -224,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_abs_diff_vs_cpu_eager": diff,
         }
 
+    check("cpu_trace_refused_on_gpu", cpu_trace_refused)
     check("torchscript_on_gpu", ts_fp32)
     check("fp16_gate", ts_fp16)
     check("onnxruntime_cuda_provider", onnx_cuda)

@@ -12,6 +12,7 @@ ready), and `providers` says what a session really runs on.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -58,6 +59,14 @@ class TorchScriptRuntime(_ExportedModel):
         if self.threads:
             torch.set_num_threads(self.threads)
         self._torch = torch
+        if self.device != "cpu":
+            pinned = pinned_devices(torch.jit.load(str(self.path), map_location="cpu"))
+            if "cpu" in pinned:
+                raise ArchiveError(
+                    f"{self.path.name} was traced on the CPU and hard-codes CPU tensors (the "
+                    f"encoder's mask code), so it cannot run on {self.device}: serve runtime: onnx "
+                    "with onnxruntime-gpu (requirements-gpu.txt), or trace on a GPU machine"
+                )
         self._module = torch.jit.load(str(self.path), map_location=self.device).eval()
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -77,6 +86,18 @@ class TorchScriptRuntime(_ExportedModel):
         return {
             n: t.detach().float().cpu().numpy() for n, t in zip(self.output_names, out, strict=True)
         }
+
+
+_DEVICE_LITERAL = re.compile(r'torch\.device\("([a-z]+)')
+
+
+def pinned_devices(module) -> set[str]:
+    """Device types a traced graph names literally (`torch.device("cpu")` in its code): a trace
+    records the device of every tensor it saw created, and `map_location` does not rewrite those."""
+    found: set[str] = set()
+    for sub in module.modules():
+        found |= set(_DEVICE_LITERAL.findall(getattr(sub, "code", "") or ""))
+    return found
 
 
 def onnx_providers(device: str, available: list[str]) -> list:

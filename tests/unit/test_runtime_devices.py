@@ -98,3 +98,16 @@ def test_switches_must_be_booleans(sentiment_artifacts, key):
     with pytest.raises(ArchiveError, match=f"handler.{key} must be true or false"):
         parse_settings(manifest, {key: "yes"})
     assert getattr(parse_settings(manifest, {key: True}), key) is True
+
+
+def test_cpu_traced_torchscript_is_refused_on_cuda_at_load_with_the_reason(sentiment_artifacts):
+    """Measured on an H200: the encoder's trace hard-codes CPU tensors (transformers' mask code),
+    so the exported model.pt fails on cuda:0 with a device mismatch. The worker refuses it at load
+    instead, naming the way out (ONNX with onnxruntime-gpu)."""
+    from handlers.runtime import TorchScriptRuntime, pinned_devices
+
+    assert "cpu" in pinned_devices(torch.jit.load(str(sentiment_artifacts / "model.pt")))
+    with pytest.raises(ArchiveError, match="traced on the CPU.*onnxruntime-gpu"):
+        TorchScriptRuntime(
+            sentiment_artifacts / "model.pt", ("input_ids", "attention_mask"), ("logits",), "cuda:0"
+        )
