@@ -59,7 +59,7 @@ def set_workers(server, archive: str, workers: int) -> None:
 
     r = requests.put(
         f"{server.management_url}/models/{archive}",
-        params={"min_worker": workers, "max_worker": workers, "synchronous": "true"},
+        params={"min_worker": str(workers), "max_worker": str(workers), "synchronous": "true"},
         headers=server.auth("management"),
         timeout=300,
     )

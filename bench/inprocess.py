@@ -193,7 +193,8 @@ def handler_throughput(
     worker does it, decoding, windows, runtime, std band, stitching, encoding): what a served
     request costs inside the worker, without the frontend, the network or the load generator."""
     from bench.served import float32_request
-    from handlers.frequency.codec import decode_request
+    from handlers.errors import RequestError
+    from handlers.frequency.codec import SignalRequest, decode_request
     from handlers.frequency.predict import FrequencyPredictor
 
     shape, handler = serving_shape("frequency", overrides)
@@ -216,7 +217,7 @@ def handler_throughput(
             )
 
     def run(batch: list[tuple[dict, dict]]) -> None:
-        parsed = []
+        parsed: list[SignalRequest | RequestError] = []
         for row, headers in batch:
             if body == "json":  # TorchServe's worker parses application/json bodies itself
                 row = {"body": json.loads(row["body"])}
