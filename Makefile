@@ -101,9 +101,9 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 	mkdir -p reports
 	$(VENV)/bin/locust -f loadtests/locustfile.py --headless --only-summary --csv reports/loadtest --html reports/loadtest.html $(LOADTEST_ARGS)
 
-# BENCH_ARGS: options of `python -m bench`, e.g. "--models sentiment --runtimes onnx --concurrency 1,4".
+# BENCH_ARGS: options of `python -m bench`, e.g. "--models sentiment --runtimes onnx --concurrency 1,4" or "--models frequency --bodies json,float32 --workers 1,2".
 BENCH_ARGS ?=
-bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, time breakdown; reports/bench.{json,md,png}
+bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, frequency JSON+float32 bodies, time breakdown; reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.

@@ -2,10 +2,13 @@
 artifact's in-process throughput at the serving batch size and threads, then served throughput and
 p50/p95/p99 latency through TorchServe over REST and gRPC at concurrencies up to 32, an open-loop
 run at 70% of the best served throughput (p99/p50), the CPU the load generator, the frontend and
-the workers used, and where a request's time goes.
+the workers used, and where a request's time goes. Frequency requests are 2,000-sample signals
+asking for all four frequencies, sent as JSON and as float32 bodies with float32 answers (REST);
+for each body kind the handler's whole path is also timed in-process against the bare model.
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
+    python -m bench --models frequency --runtimes onnx --bodies json,float32 --workers 1,2
 
 Archives are built here as <model>_<runtime> (deploy.archive --runtime --name) and served together
 by one TorchServe from build/bench/. In-process runs before the server starts, so the two never
@@ -26,7 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.cpu import CpuMeter
-from bench.inprocess import InProcess, sentiment_stages
+from bench.inprocess import InProcess, handler_throughput, sentiment_stages, serving_shape
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
@@ -35,12 +38,36 @@ from loadtests.payloads import Payloads, PayloadSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx", "onnx-int8": "int8"}
+MODELS = ("sentiment", "frequency")
+PROTOCOLS = ("rest", "grpc")
+BODIES = ("json", "float32")
 
 
-def bench_payloads(model: str, n: int) -> list[dict]:
-    # One text per request: a request is the unit both sides count, whatever batching does.
-    payloads = Payloads(PayloadSettings(batch_sizes=(1,)), seed=0)
+def bench_payloads(model: str, n: int, signal_samples: int = 2000) -> list[dict]:
+    # One text (or signal) per request: the unit both sides count, whatever batching does. Every
+    # signal has the same length and asks for every frequency: the shape the ratio is quoted for.
+    settings = PayloadSettings(
+        batch_sizes=(1,), signal_lengths=(signal_samples,), extract=((1.0, 3.0, 5.0, 7.0),)
+    )
+    payloads = Payloads(settings, seed=0)
     return [payloads.for_model(model) for _ in range(n)]
+
+
+def set_workers(server, archive: str, workers: int) -> None:
+    """Scale one model's workers (management API) and wait until they are all up."""
+    import requests
+
+    r = requests.put(
+        f"{server.management_url}/models/{archive}",
+        params={"min_worker": str(workers), "max_worker": str(workers), "synchronous": "true"},
+        headers=server.auth("management"),
+        timeout=300,
+    )
+    r.raise_for_status()
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,11 +79,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--artifacts", type=Path, default=ROOT / "artifacts", help="holds <model>/manifest.json"
     )
-    p.add_argument("--models", nargs="+", default=["sentiment", "frequency"])
+    # Lists are comma-separated, like --concurrency here and --models in the load test.
+    p.add_argument("--models", default="sentiment,frequency", help="comma-separated models")
     p.add_argument(
-        "--runtimes", nargs="+", default=["onnx", "onnx-int8"], choices=sorted(RUNTIME_SUFFIX)
+        "--runtimes",
+        default="onnx,onnx-int8",
+        help=f"comma-separated: {', '.join(sorted(RUNTIME_SUFFIX))}",
     )
     p.add_argument("--concurrency", default="1,4,16,32", help="comma-separated concurrent callers")
+    p.add_argument(
+        "--bodies",
+        default="json,float32",
+        help="comma-separated frequency body kinds: json, float32 (float32 bodies and answers "
+        "go over REST; sentiment is always JSON)",
+    )
+    p.add_argument(
+        "--workers",
+        default="",
+        help="comma-separated workers per model, every level repeated at each "
+        "(default: the model-config's minWorkers)",
+    )
+    p.add_argument("--signal-samples", type=int, default=2000, help="frequency request length")
     p.add_argument(
         "--requests",
         type=int,
@@ -64,7 +107,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="requests per served level (at least 4 per client) and the in-process set",
     )
     p.add_argument("--min-seconds", type=float, default=3.0, help="in-process timing floor")
-    p.add_argument("--protocols", nargs="+", choices=("rest", "grpc"), default=["rest", "grpc"])
+    p.add_argument("--protocols", default="rest,grpc", help="comma-separated: rest, grpc")
     p.add_argument(
         "--paced",
         type=float,
@@ -81,7 +124,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for option, what, known in (
+        ("models", "model", MODELS),
+        ("runtimes", "runtime", tuple(sorted(RUNTIME_SUFFIX))),
+        ("protocols", "protocol", PROTOCOLS),
+        ("bodies", "body kind", BODIES),
+    ):
+        items = _comma_list(getattr(args, option))
+        for item in items:
+            if item not in known:
+                p.error(f"unknown {what} {item!r} in --{option} (known: {', '.join(known)})")
+        setattr(args, option, items)
+    try:
+        args.levels = [int(c) for c in _comma_list(args.concurrency)]
+        args.worker_counts = [int(w) for w in _comma_list(args.workers)]
+    except ValueError as e:
+        p.error(f"--concurrency and --workers take comma-separated integers ({e})")
+    return args
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
@@ -107,15 +167,35 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
     return todo
 
 
+class LevelProbe:
+    """CPU per party and TorchServe's counters around the timed calls of one level (the warm-up
+    left out): started and stopped by served_load."""
+
+    def __init__(self, server, archive: str):
+        self.server, self.archive = server, archive
+        self.meter = CpuMeter(server.process.pid if server.process else None)
+
+    def start(self) -> None:
+        self.before = scrape(self.server.metrics_url)
+        self.meter.start()
+
+    def stop(self, seconds: float) -> dict:
+        cpu = self.meter.stop()
+        after = scrape(self.server.metrics_url)
+        return {"cpu": cpu, "breakdown": breakdown(self.before, after, self.archive, seconds)}
+
+
 def measure_level(server, settings, row: dict, payloads: list[dict], c: int, proto: str) -> dict:
     """One closed-loop level, with the CPU each party used and TorchServe's counters around it."""
-    meter = CpuMeter(server.process.pid if server.process else None)
-    before = scrape(server.metrics_url)
-    meter.start()
-    result = served_load(settings, row["archive"], payloads, c, proto)
-    result["cpu"] = meter.stop()
-    result["breakdown"] = breakdown(before, scrape(server.metrics_url), row["archive"])
-    return result
+    return served_load(
+        settings,
+        row["archive"],
+        payloads,
+        c,
+        proto,
+        body=row["body"],
+        probe=LevelProbe(server, row["archive"]),
+    )
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -130,10 +210,15 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def row_protocols(args: argparse.Namespace, body: str) -> list[str]:
+    """float32 bodies and answers are a REST form (the gRPC API carries JSON-shaped payloads)."""
+    return ["rest"] if body == "float32" else list(args.protocols)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = parse_overrides(args.set)
-    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    levels = args.levels
     todo = plan(args)
     if not todo:
         return 1
@@ -144,8 +229,19 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
     results, archives, bare = [], {}, {}
-    per_row = len(args.protocols) * (len(levels) + (args.paced > 0))
-    steps = tqdm(total=len(todo) * (2 + per_row), desc="bench", unit="step")
+    # One row per archive × body kind × worker count; sentiment is JSON only.
+    plan_rows = [
+        (model, runtime, art, body, workers)
+        for model, runtime, art in todo
+        for body in (args.bodies if model == "frequency" else ["json"])
+        for workers in (args.worker_counts or [serving_shape(model, overrides)[0].workers])
+    ]
+    per_row = sum(
+        len(row_protocols(args, body)) * (len(levels) + (args.paced > 0 and body == "json"))
+        for *_, body, _w in plan_rows
+    )
+    steps = tqdm(total=2 * len(todo) + per_row, desc="bench", unit="step")
+    in_process, stages, handler = {}, {}, {}
     for model, runtime, art in todo:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
@@ -160,21 +256,34 @@ def main(argv: list[str] | None = None) -> int:
         )
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
-        payloads = bench_payloads(model, args.requests)
+        payloads = bench_payloads(model, args.requests, args.signal_samples)
+        bare[name] = InProcess(model, art, runtime, payloads, overrides)
+        in_process[name] = bare[name].time(args.min_seconds)
+        if model == "sentiment":
+            stages[name] = sentiment_stages(art, runtime, payloads, overrides=overrides)
+        else:
+            for body in args.bodies:
+                handler[(name, body)] = handler_throughput(
+                    art, runtime, payloads, body, args.min_seconds, overrides
+                )
+        steps.update()
+    for model, runtime, _art, body, workers in plan_rows:
+        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         row = {
             "model": model,
             "runtime": runtime,
             "archive": name,
-            "in_process": None,
+            "body": body,
+            "workers": workers,
+            "in_process": in_process[name],
             "served": [],
             "paced": [],
         }
-        bare[name] = InProcess(model, art, runtime, payloads, overrides)
-        row["in_process"] = bare[name].time(args.min_seconds)
-        if model == "sentiment":
-            row["stages"] = sentiment_stages(art, runtime, payloads, overrides=overrides)
+        if name in stages:
+            row["stages"] = stages[name]
+        if (name, body) in handler:
+            row["handler_in_process"] = handler[(name, body)]
         results.append(row)
-        steps.update()
 
     steps.set_postfix_str("starting TorchServe")
     server = start_torchserve(
@@ -190,25 +299,36 @@ def main(argv: list[str] | None = None) -> int:
             grpc_management_target=server.grpc_management_target,
             key_file=server.workdir / "key_file.json",
         )
-        for row in results:
-            for proto in args.protocols:
+        workers_now: dict[str, int] = {}
+        for row in sorted(results, key=lambda r: r["workers"]):
+            if workers_now.get(row["archive"]) != row["workers"]:
+                steps.set_postfix_str(f"{row['archive']}: {row['workers']} workers")
+                set_workers(server, row["archive"], row["workers"])
+                workers_now[row["archive"]] = row["workers"]
+            tag = f"{row['archive']} {row['body']} w{row['workers']}"
+            for proto in row_protocols(args, row["body"]):
                 for c in levels:
-                    steps.set_postfix_str(f"served {row['archive']} {proto} x{c}")
-                    payloads = bench_payloads(row["model"], max(args.requests, 4 * c))
+                    steps.set_postfix_str(f"served {tag} {proto} x{c}")
+                    n = max(args.requests, 4 * c)
+                    payloads = bench_payloads(row["model"], n, args.signal_samples)
                     level = measure_level(server, settings, row, payloads, c, proto)
                     # The bare model again, right after: on shared cores the neighbours' load
                     # drifts, and a ratio is only fair between two figures taken side by side.
                     level["in_process_rps"] = bare[row["archive"]].time(args.min_seconds)["rps"]
                     row["served"].append(level)
                     steps.update()
-                if args.paced > 0:
+                if args.paced > 0 and row["body"] == "json":
                     best = max(s["rps"] for s in row["served"] if s["protocol"] == proto)
                     rate = args.paced * best
-                    steps.set_postfix_str(f"paced {row['archive']} {proto} {rate:.1f}/s")
+                    steps.set_postfix_str(f"paced {tag} {proto} {rate:.1f}/s")
                     n = max(args.requests, int(rate * 5))  # at least ~5 s of schedule
                     row["paced"].append(
                         paced_load(
-                            settings, row["archive"], bench_payloads(row["model"], n), rate, proto
+                            settings,
+                            row["archive"],
+                            bench_payloads(row["model"], n, args.signal_samples),
+                            rate,
+                            proto,
                         )
                     )
                     steps.update()
@@ -227,12 +347,16 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
+            "load_average_1m": os.getloadavg()[0],
         },
         "settings": {
             "artifacts": str(args.artifacts),
             "requests": args.requests,
             "concurrency": levels,
             "protocols": args.protocols,
+            "bodies": args.bodies,
+            "workers": args.worker_counts,
+            "signal_samples": args.signal_samples,
             "min_seconds": args.min_seconds,
             "paced_fraction": args.paced,
             "overrides": overrides,

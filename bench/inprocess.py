@@ -24,6 +24,8 @@ class ServingShape:
     """TorchServe batchSize of the model-config: requests per runtime call."""
     threads: int | None
     """The handler's runtime intra-op threads."""
+    workers: int = 1
+    """TorchServe minWorkers of the model-config."""
 
 
 def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingShape, dict]:
@@ -32,7 +34,10 @@ def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingSha
     config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
     apply_overrides(config, overrides)
     handler = dict(config.get("handler") or {})
-    return ServingShape(int(config.get("batchSize", 1)), handler.get("threads")), handler
+    shape = ServingShape(
+        int(config.get("batchSize", 1)), handler.get("threads"), int(config.get("minWorkers", 1))
+    )
+    return shape, handler
 
 
 def _sentiment_batches(
@@ -173,3 +178,65 @@ def sentiment_stages(
         if time.perf_counter() - start >= min_seconds:
             break
     return {k: round(v / done * 1e3, 3) for k, v in totals.items()} | {"requests": done}
+
+
+def handler_throughput(
+    artifacts: Path,
+    runtime: str,
+    payloads: list[dict],
+    body: str,
+    min_seconds: float = 3.0,
+    overrides: dict | None = None,
+) -> dict:
+    """Frequency only: requests per second of the handler's whole path in this process, from the
+    wire bytes a worker receives to the answer bytes it returns (JSON parsing as TorchServe's
+    worker does it, decoding, windows, runtime, std band, stitching, encoding): what a served
+    request costs inside the worker, without the frontend, the network or the load generator."""
+    from bench.served import float32_request
+    from handlers.errors import RequestError
+    from handlers.frequency.codec import SignalRequest, decode_request
+    from handlers.frequency.predict import FrequencyPredictor
+
+    shape, handler = serving_shape("frequency", overrides)
+    predictor = FrequencyPredictor.from_dir(
+        artifacts, handler | {"runtime": runtime}, state_key=b"bench-only-state-key"
+    )
+    rows: list[tuple[dict, dict]] = []
+    for p in payloads:
+        if body == "float32":
+            raw, headers = float32_request(p)
+            rows.append(
+                ({"body": raw}, {"body": {"content-type": headers["Content-Type"]}} | headers)
+            )
+        else:
+            rows.append(
+                (
+                    {"body": json.dumps(p).encode()},
+                    {"body": {"content-type": "application/json"}},
+                )
+            )
+
+    def run(batch: list[tuple[dict, dict]]) -> None:
+        parsed: list[SignalRequest | RequestError] = []
+        for row, headers in batch:
+            if body == "json":  # TorchServe's worker parses application/json bodies itself
+                row = {"body": json.loads(row["body"])}
+            parsed.append(decode_request(row, headers, predictor.settings))
+        for answer in predictor.predict(parsed):
+            if not isinstance(answer, Exception):
+                predictor.reply(answer)
+            else:
+                raise answer
+
+    batches = [rows[i : i + shape.batch_size] for i in range(0, len(rows), shape.batch_size)]
+    for b in batches:  # warm-up, as for the bare model
+        run(b)
+    done, start = 0, time.perf_counter()
+    while True:
+        for b in batches:
+            run(b)
+            done += len(b)
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            break
+    return {"body": body, "requests": done, "seconds": elapsed, "rps": done / elapsed}

@@ -41,8 +41,10 @@ def _total(samples: Samples, name: str, **want: str) -> float:
     )
 
 
-def breakdown(before: Samples, after: Samples, model: str) -> dict:
-    """Per-request and per-batch times (ms) of one model between two scrapes."""
+def breakdown(before: Samples, after: Samples, model: str, seconds: float | None = None) -> dict:
+    """Per-request and per-batch times (ms) of one model between two scrapes; with the wall
+    `seconds` between them, the share of it the workers spent in each handler stage (above 1
+    with several workers busy at once)."""
 
     def delta(name: str, **want: str) -> float:
         return _total(after, name, **want) - _total(before, name, **want)
@@ -69,4 +71,6 @@ def breakdown(before: Samples, after: Samples, model: str) -> dict:
         n = delta("ts_handler_stage_seconds_count", Stage=stage, ModelName=model)
         s = delta("ts_handler_stage_seconds_sum", Stage=stage, ModelName=model)
         out[f"{stage}_ms_per_batch"] = round(s / n * 1e3, 2) if n else None
+        if seconds:
+            out[f"{stage}_busy_share"] = round(s / seconds, 3)
     return out

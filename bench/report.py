@@ -1,5 +1,6 @@
-"""The benchmark report: markdown tables (served levels, open-loop p99/p50, where the time goes)
-and a PNG of throughput and p99 against concurrency, one line per runtime × protocol."""
+"""The benchmark report: markdown tables (served levels, open-loop p99/p50, where the time goes,
+frequency's handler path against the bare model per body kind) and a PNG of throughput and p99
+against concurrency, one line per runtime × body × protocol."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ def _f(x, fmt: str = ".1f") -> str:
     return "–" if x is None else format(x, fmt)
 
 
+def _kind(row: dict) -> str:
+    """Body kind and worker count of a row: `json`, `float32`, `json ×2` (workers beyond one)."""
+    body, workers = row.get("body", "json"), row.get("workers", 1)
+    return body if workers == 1 else f"{body} ×{workers}"
+
+
 def served_rows(report: dict) -> list[dict]:
     """Flat rows: one per model × runtime × protocol × concurrency, with the served/in-process ratio."""
     rows = []
@@ -17,7 +24,14 @@ def served_rows(report: dict) -> list[dict]:
         for s in r["served"]:
             ip = _bare(r, s)
             rows.append(
-                {"model": r["model"], "runtime": r["runtime"], "in_process_rps": ip, **s}
+                {
+                    "model": r["model"],
+                    "runtime": r["runtime"],
+                    "body": r.get("body", "json"),
+                    "workers": r.get("workers", 1),
+                    "in_process_rps": ip,
+                    **s,
+                }
                 | {"ratio": s["rps"] / ip}
             )
     return rows
@@ -29,8 +43,9 @@ def _bare(row: dict, level: dict) -> float:
 
 
 def summary(report: dict) -> list[dict]:
-    """Per model × runtime × protocol: best served throughput, served/in-process at 16 clients
-    (the issue's goal, else the highest level run) and int8's served speed-up over fp32."""
+    """Per model × runtime × body × workers × protocol: best served throughput, served/in-process
+    at 16 clients (the issues' goal, else the highest level run) and the speed-up over fp32 of the
+    same body, workers and protocol."""
     out = []
     for r in report["results"]:
         for proto in sorted({s["protocol"] for s in r["served"]}):
@@ -41,6 +56,9 @@ def summary(report: dict) -> list[dict]:
                 {
                     "model": r["model"],
                     "runtime": r["runtime"],
+                    "body": r.get("body", "json"),
+                    "workers": r.get("workers", 1),
+                    "kind": _kind(r),
                     "protocol": proto,
                     "in_process_rps": ip,
                     "best_rps": max(s["rps"] for s in levels),
@@ -48,9 +66,13 @@ def summary(report: dict) -> list[dict]:
                     "served_over_in_process": at["rps"] / ip if ip else None,
                 }
             )
-    fp32 = {(s["model"], s["protocol"]): s["best_rps"] for s in out if s["runtime"] == "onnx"}
+
+    def same(s: dict) -> tuple:
+        return (s["model"], s["body"], s["workers"], s["protocol"])
+
+    fp32 = {same(s): s["best_rps"] for s in out if s["runtime"] == "onnx"}
     for s in out:
-        base = fp32.get((s["model"], s["protocol"]))
+        base = fp32.get(same(s))
         s["over_fp32"] = s["best_rps"] / base if base and s["runtime"] != "onnx" else None
     return out
 
@@ -63,17 +85,20 @@ def markdown_table(report: dict) -> str:
         "",
         f"{m['cpus']} CPUs, {m['platform']}; torch {v['torch']}, onnxruntime {v['onnxruntime']}, "
         f"torchserve {v['torchserve']}; artifacts `{s['artifacts']}`; at least {s['requests']} "
-        f"requests per level (4 per client), one text per request, protocols "
-        f"{', '.join(p.upper() for p in s['protocols'])}.",
+        f"requests per level (4 per client), one text or one {s.get('signal_samples', 2000)}-sample "
+        f"signal (all four frequencies) per request, protocols "
+        f"{', '.join(p.upper() for p in s['protocols'])} (float32 bodies: REST); load average "
+        f"{_f(m.get('load_average_1m'))} at the end. Body column: the frequency body kind "
+        f"(sentiment is JSON), ×N when N workers served it.",
         "",
         "## Summary",
         "",
-        "| model | runtime | protocol | in-process req/s (at clients) | best served req/s | served / in-process (at clients) | × fp32 |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| model | runtime | body | protocol | in-process req/s (at clients) | best served req/s | served / in-process (at clients) | × fp32 |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
     for x in summary(report):
         lines.append(
-            f"| {x['model']} | {x['runtime']} | {x['protocol']} | {x['in_process_rps']:.1f} "
+            f"| {x['model']} | {x['runtime']} | {x['kind']} | {x['protocol']} | {x['in_process_rps']:.1f} "
             f"| {x['best_rps']:.1f} | {_f(x['served_over_in_process'], '.2f')} ({x['ratio_concurrency']}) "
             f"| {_f(x['over_fp32'], '.2f')} |"
         )
@@ -81,8 +106,8 @@ def markdown_table(report: dict) -> str:
         "",
         "## Closed loop: N clients, each sends its next request when the last one is answered",
         "",
-        "| model | runtime | protocol | batch × threads | clients | served req/s | in-process req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process | CPU cores: load gen / frontend / workers | mean batch |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| model | runtime | body | protocol | batch × threads | clients | served req/s | in-process req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process | CPU cores: load gen / frontend / workers | mean batch |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in report["results"]:
         ip = r["in_process"]
@@ -91,7 +116,7 @@ def markdown_table(report: dict) -> str:
             br = x.get("breakdown") or {}
             ratio = x["rps"] / _bare(r, x)
             lines.append(
-                f"| {r['model']} | {r['runtime']} | {x['protocol']} | {ip['batch_size']} × {ip['threads']} "
+                f"| {r['model']} | {r['runtime']} | {_kind(r)} | {x['protocol']} | {ip['batch_size']} × {ip['threads']} "
                 f"| {x['concurrency']} | {x['rps']:.1f} | {_bare(r, x):.1f} | {x['p50_ms']:.0f} | {x['p95_ms']:.0f} | {x['p99_ms']:.0f} "
                 f"| {x['errors']} | {_f(ratio, '.2f')} "
                 f"| {_f(cpu.get('loadgen'), '.2f')} / {_f(cpu.get('frontend'), '.2f')} / {_f(cpu.get('workers'), '.2f')} "
@@ -105,12 +130,12 @@ def markdown_table(report: dict) -> str:
             "",
             "Requests are sent on a fixed schedule; latency counts from when a request was due.",
             "",
-            "| model | runtime | protocol | offered req/s | served req/s | p50 ms | p99 ms | p99 / p50 | errors |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+            "| model | runtime | body | protocol | offered req/s | served req/s | p50 ms | p99 ms | p99 / p50 | errors |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r, p in paced:
             lines.append(
-                f"| {r['model']} | {r['runtime']} | {p['protocol']} | {p['rate']:.1f} | {p['rps']:.1f} "
+                f"| {r['model']} | {r['runtime']} | {_kind(r)} | {p['protocol']} | {p['rate']:.1f} | {p['rps']:.1f} "
                 f"| {p['p50_ms']:.0f} | {p['p99_ms']:.0f} | {_f(p['p99_over_p50'], '.2f')} | {p['errors']} |"
             )
     lines += [
@@ -121,18 +146,21 @@ def markdown_table(report: dict) -> str:
         "frontend's latency per request (receipt to response, queue included), queue wait per request,",
         "and the handler's stages per batch. Client mean − frontend latency = HTTP/gRPC, client and",
         "network; frontend latency − queue − handler stages = frontend↔worker transfer and batching.",
+        "Busy: the share of the timed wall time the workers spent in the inference stage.",
         "",
-        "| model | runtime | protocol | clients | client mean ms | frontend ms | queue ms | preprocess ms/batch | inference ms/batch | postprocess ms/batch | mean batch |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | runtime | body | protocol | clients | client mean ms | frontend ms | queue ms | preprocess ms/batch | inference ms/batch | postprocess ms/batch | mean batch | inference busy |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["results"]:
         for x in r["served"]:
             br = x.get("breakdown") or {}
             lines.append(
-                f"| {r['model']} | {r['runtime']} | {x['protocol']} | {x['concurrency']} | {_f(x.get('mean_ms'))} "
+                f"| {r['model']} | {r['runtime']} | {_kind(r)} | {x['protocol']} | {x['concurrency']} | {_f(x.get('mean_ms'))} "
                 f"| {_f(br.get('frontend_latency_ms'))} | {_f(br.get('queue_ms'))} | {_f(br.get('preprocess_ms_per_batch'))} "
-                f"| {_f(br.get('inference_ms_per_batch'))} | {_f(br.get('postprocess_ms_per_batch'))} | {_f(br.get('mean_batch'))} |"
+                f"| {_f(br.get('inference_ms_per_batch'))} | {_f(br.get('postprocess_ms_per_batch'))} | {_f(br.get('mean_batch'))} "
+                f"| {_f(br.get('inference_busy_share'), '.0%')} |"
             )
+    lines += handler_table(report)
     staged = [r for r in report["results"] if r.get("stages")]
     if staged:
         lines += [
@@ -160,6 +188,42 @@ def markdown_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def handler_table(report: dict) -> list[str]:
+    """Frequency: the handler's whole path in process per body kind against the bare model, and
+    the best served throughput of that body kind against both."""
+    rows, seen = [], set()
+    for r in report["results"]:
+        h = r.get("handler_in_process")
+        key = (r["model"], r["runtime"], r.get("body", "json"))
+        if not h or key in seen:
+            continue
+        seen.add(key)
+        bare = r["in_process"]["rps"]
+        served = [
+            s
+            for x in report["results"]
+            if (x["model"], x["runtime"], x.get("body", "json")) == key
+            for s in x["served"]
+        ]
+        best = max((s["rps"] for s in served), default=None)
+        rows.append(
+            f"| {r['model']} | {r['runtime']} | {key[2]} | {bare:.1f} | {h['rps']:.1f} "
+            f"| {h['rps'] / bare:.2f} | {_f(best)} | {_f(best / h['rps'] if best else None, '.2f')} |"
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "The handler's whole path in process (wire bytes in, answer bytes out: decoding, windows,",
+        "runtime, std band, stitching, encoding) against the bare model, before the server starts;",
+        "best served: the best level of that body kind over every protocol and worker count:",
+        "",
+        "| model | runtime | body | bare model req/s | handler in-process req/s | handler / bare | best served req/s | served / handler |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def plot(report: dict, path: Path) -> Path:
     """Throughput and p99 against concurrency, one line per model/runtime/protocol."""
     import matplotlib
@@ -176,7 +240,7 @@ def plot(report: dict, path: Path) -> Path:
                 (s for s in r["served"] if s["protocol"] == proto), key=lambda s: s["concurrency"]
             )
             c = [s["concurrency"] for s in levels]
-            label = f"{r['model']} {r['runtime']} {proto}"
+            label = f"{r['model']} {r['runtime']} {_kind(r)} {proto}"
             style = "-" if proto == "rest" else "--"
             ax_rps.plot(c, [s["rps"] for s in levels], style, color=color, marker="o", label=label)
             ax_p99.plot(

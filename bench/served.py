@@ -7,14 +7,22 @@ import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import numpy as np
 
-from bench.stages import breakdown, scrape
 from clients.client import connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
 from clients.signals import FLOAT32, Extraction
+
+
+class Probe(Protocol):
+    """Whatever is read around the timed calls (CPU, server counters); stop() → fields of the level."""
+
+    def start(self) -> None: ...
+
+    def stop(self, seconds: float) -> dict: ...
 
 
 def float32_request(payload: dict) -> tuple[bytes, dict[str, str]]:
@@ -32,11 +40,11 @@ def served_load(
     concurrency: int,
     protocol: str = "rest",
     body: str = "json",
-    metrics_url: str | None = None,
+    probe: Probe | None = None,
 ) -> dict:
     """Send every payload once with `concurrency` callers (one client each); time each call.
-    A float32 answer is decoded (as a client would) inside the timed call. With `metrics_url`,
-    the server's stage metrics over the timed calls (after the warm-up) come back as "stages"."""
+    A float32 answer is decoded (as a client would) inside the timed call. A `probe` is started
+    after the warm-up and stopped after the timed calls; what it returns joins the result."""
     local = threading.local()
     clients = []
     lock = threading.Lock()
@@ -63,18 +71,17 @@ def served_load(
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         list(pool.map(call, requests[: concurrency * 2]))  # warm-up: connections, worker caches
-        before = scrape(metrics_url) if metrics_url else None
+        if probe is not None:
+            probe.start()
         start = time.perf_counter()
         latencies = list(pool.map(call, requests))
         elapsed = time.perf_counter() - start
-        after = scrape(metrics_url) if metrics_url else None
+        probed = probe.stop(elapsed) if probe is not None else {}
     for c in clients:
         c.close()
     ok = np.array([x for x in latencies if x is not None])
     p50, p95, p99 = np.percentile(ok, [50, 95, 99]) if ok.size else (float("nan"),) * 3
-    stages = breakdown(before, after, model, elapsed, len(requests)) if metrics_url else None
-    return {
-        "stages": stages,
+    return probed | {
         "concurrency": concurrency,
         "protocol": "rest" if body == "float32" else protocol,
         "body": body,

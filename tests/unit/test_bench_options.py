@@ -19,3 +19,12 @@ def test_an_unknown_model_is_a_usage_error_naming_it(capsys):
         parse_args(["--models", "sentiment frequency"])
     assert e.value.code == 2
     assert "unknown model 'sentiment frequency'" in capsys.readouterr().err
+
+
+def test_workers_and_protocols_are_comma_separated_and_checked(capsys):
+    args = parse_args(["--workers", "1,2", "--protocols", "rest", "--concurrency", "1,16"])
+    assert args.worker_counts == [1, 2] and args.protocols == ["rest"] and args.levels == [1, 16]
+    assert parse_args([]).worker_counts == []  # the model-config's minWorkers
+    with pytest.raises(SystemExit):
+        parse_args(["--bodies", "json,protobuf"])
+    assert "unknown body kind 'protobuf'" in capsys.readouterr().err

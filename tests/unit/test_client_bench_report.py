@@ -69,7 +69,9 @@ def report():
 def test_table_has_a_row_per_level_with_its_served_over_in_process_ratio(report):
     text = markdown_table(report)
     rows = [
-        line for line in text.splitlines() if line.startswith("| sentiment | onnx | rest | 8 × 2")
+        line
+        for line in text.splitlines()
+        if line.startswith("| sentiment | onnx | json | rest | 8 × 2")
     ]
     assert len(rows) == 2
     assert "| 0.50 |" in rows[0] and "| 0.90 |" in rows[1]
@@ -86,7 +88,7 @@ def test_summary_gives_the_ratio_at_16_clients_and_int8_over_fp32(report):
 
 def test_report_shows_open_loop_p99_over_p50_and_the_stage_breakdown(report):
     text = markdown_table(report)
-    assert "| sentiment | onnx | rest | 14.0 | 13.9 | 90 | 200 | 2.22 | 0 |" in text
+    assert "| sentiment | onnx | json | rest | 14.0 | 13.9 | 90 | 200 | 2.22 | 0 |" in text
     assert "| sentiment | onnx-int8 | 1.50 | 40.00 | 0.40 | 0.020 |" in text
 
 
@@ -111,10 +113,11 @@ ts_handler_stage_seconds_sum{Stage="inference",ModelName="other",Level="Model",H
 def test_breakdown_is_the_difference_between_two_scrapes_per_request_and_batch():
     before = parse(SCRAPE % {"req": 10, "queue": 1e5, "lat": 1e6, "batches": 2, "inf": 0.5})
     after = parse(SCRAPE % {"req": 50, "queue": 9e5, "lat": 5e6, "batches": 7, "inf": 2.0})
-    got = breakdown(before, after, "sentiment_onnx")
+    got = breakdown(before, after, "sentiment_onnx", seconds=3.0)
     assert got["requests"] == 40 and got["batches"] == 5 and got["mean_batch"] == 8.0
     assert got["queue_ms"] == 20.0 and got["frontend_latency_ms"] == 100.0
     assert got["inference_ms_per_batch"] == 300.0 and got["preprocess_ms_per_batch"] is None
+    assert got["inference_busy_share"] == 0.5  # 1.5 s of inference in 3 s of wall time
 
 
 def test_cpu_meter_counts_the_load_generators_own_cpu():
@@ -145,3 +148,65 @@ def test_a_level_is_compared_with_the_in_process_figure_taken_next_to_it(report)
     assert rows[("onnx", "rest")]["served_over_in_process"] == pytest.approx(18 / 15)
     line = next(x for x in markdown_table(report).splitlines() if "| 16 | 18.0 | 15.0 |" in x)
     assert "| 1.20 |" in line
+
+
+def _frequency(body, workers, ip, handler_rps, served):
+    return {
+        "model": "frequency",
+        "runtime": "onnx",
+        "archive": "frequency_onnx",
+        "body": body,
+        "workers": workers,
+        "in_process": {"batch_size": 8, "threads": 2, "rps": ip},
+        "handler_in_process": {"body": body, "rps": handler_rps},
+        "served": served,
+        "paced": [],
+    }
+
+
+@pytest.fixture
+def frequency_report(report):
+    report["results"] = [
+        _frequency("json", 1, 20.0, 16.0, [_level(1, 5.0), _level(16, 14.0), _level(16, 13.0, "grpc")]),
+        _frequency("float32", 1, 20.0, 19.0, [_level(1, 8.0), _level(16, 18.0)]),
+        _frequency("json", 2, 20.0, 16.0, [_level(16, 12.0)]),
+    ]  # fmt: skip
+    report["settings"]["signal_samples"] = 2000
+    return report
+
+
+def test_frequency_summary_is_per_body_kind_and_worker_count(frequency_report):
+    rows = {(s["kind"], s["protocol"]): s for s in summary(frequency_report)}
+    assert set(rows) == {
+        ("json", "rest"),
+        ("json", "grpc"),
+        ("float32", "rest"),
+        ("json ×2", "rest"),
+    }
+    assert rows[("json", "rest")]["served_over_in_process"] == pytest.approx(0.7)
+    assert rows[("float32", "rest")]["served_over_in_process"] == pytest.approx(0.9)
+    assert rows[("json ×2", "rest")]["served_over_in_process"] == pytest.approx(0.6)
+    text = markdown_table(frequency_report)
+    assert "| frequency | onnx | float32 | rest | 20.0 | 18.0 | 0.90 (16) | – |" in text
+    assert "| frequency | onnx | json ×2 | rest | 8 × 2 | 16 | 12.0 |" in text
+
+
+def test_handler_path_is_compared_with_the_bare_model_per_body_kind(frequency_report):
+    text = markdown_table(frequency_report)
+    section = text.split("| handler / bare |")[1].split("\n\n")[0]
+    rows = [x for x in section.splitlines() if x.startswith("| frequency |")]
+    # body | bare | handler | handler/bare | best served (any protocol, any workers) | served/handler
+    assert "| frequency | onnx | json | 20.0 | 16.0 | 0.80 | 14.0 | 0.88 |" in rows
+    assert "| frequency | onnx | float32 | 20.0 | 19.0 | 0.95 | 18.0 | 0.95 |" in rows
+    assert len(rows) == 2  # one per body kind, not one per worker count
+
+
+def test_float32_request_is_the_raw_signal_with_its_frequencies_in_a_header():
+    import numpy as np
+
+    from bench.served import float32_request
+
+    raw, headers = float32_request({"signal": [0.5, -1.0, 2.0], "frequencies": [1.0, 3.0]})
+    assert np.frombuffer(raw, "<f4").tolist() == [0.5, -1.0, 2.0]
+    assert headers["X-Frequencies"] == "1,3"
+    assert headers["Content-Type"] == headers["Accept"] == "application/octet-stream"
