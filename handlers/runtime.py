@@ -108,7 +108,7 @@ def onnx_providers(device: str, available: list[str]) -> list:
     if CUDA_PROVIDER not in available:
         raise ArchiveError(
             f"device {device} but onnxruntime offers only {available}: install onnxruntime-gpu "
-            "(requirements-gpu.txt) or serve this model with runtime: torchscript"
+            "(requirements-gpu.txt, which the GPU image installs)"
         )
     gpu = int(device.split(":")[1]) if ":" in device else 0
     return [(CUDA_PROVIDER, {"device_id": gpu}), "CPUExecutionProvider"]
