@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,20 @@ def wait_dead(pid: int, timeout: float = 10.0) -> float:
     raise AssertionError(f"worker {pid} still alive {timeout}s after SIGKILL")
 
 
+def frontend_noticed_death(server, after_wall: float, timeout: float = 10.0) -> float:
+    """Wall time of the first "Worker disconnected" in ts_log.log at or after `after_wall` - 1 s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in server.logs("ts_log.log").splitlines():
+            if "Worker disconnected" not in line:
+                continue
+            stamp = datetime.strptime(line[:23], "%Y-%m-%dT%H:%M:%S,%f").astimezone().timestamp()
+            if stamp >= after_wall - 1.0:
+                return stamp
+        time.sleep(0.2)
+    raise AssertionError("ts_log.log never said the worker disconnected")
+
+
 def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server):
     server, model = fault_server
     key = server.keys["management"]
@@ -92,6 +107,7 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
         kill_sent = time.monotonic()
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = wait_dead(victim.pid)
+        wall_minus_mono = time.time() - time.monotonic()
         resumed = load.wait_until(
             lambda out: any(o.ok and o.started >= killed_at for o in out), timeout=RECOVERY_BOUND_S
         )
@@ -112,6 +128,7 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
         lost_sent_after_kill=sum(o.started >= killed_at for o in failed),
         lost_sent_s=sorted(round(o.started - killed_at, 4) for o in failed),
         death_after_signal_s=round(killed_at - kill_sent, 4),
+        lost_unanswered=sum(o.status == 0 for o in failed),
         lost_held_until_response_timeout=sum(
             o.ended - o.started >= RESPONSE_TIMEOUT_S - 0.5 for o in failed
         ),
@@ -126,14 +143,24 @@ def test_killed_worker_is_replaced_and_only_in_flight_requests_fail(fault_server
     assert resumed, f"no answer within {RECOVERY_BOUND_S}s of the kill: {figures} {after_kill[:20]}"
     assert figures.recovery_s is not None and figures.recovery_s < RECOVERY_BOUND_S
     assert figures.failed <= CLIENTS, figures
-    # Lost means in flight at the kill (the worker's death): sent before it and not answered before
-    # it. A request sent after it waits in the queue for the new worker.
-    assert all(o.started < killed_at < o.ended for o in failed), (
-        f"a request sent after the kill was lost: {after_kill[:20]}"
+    # Lost means in flight when the worker died: handed to it before the frontend learnt of the death
+    # ("Worker disconnected" in ts_log.log, milliseconds after the death) and not answered before the
+    # death. Seen in CI: requests sent 10 ms after the death, before the frontend noticed it, were
+    # handed to the dead worker and lost. A request sent after the frontend noticed waits for the
+    # new worker.
+    noticed = frontend_noticed_death(server, killed_at + wall_minus_mono) - wall_minus_mono
+    assert noticed - killed_at < 1.0, f"the frontend took {noticed - killed_at:.3f}s to notice"
+    log_resolution_s = 0.001
+    assert all(o.started < noticed + log_resolution_s and killed_at < o.ended for o in failed), (
+        f"a request sent after the frontend noticed the death was lost "
+        f"(noticed {noticed - killed_at:+.3f}s): {after_kill[:20]}"
     )
-    # TorchServe answers every lost request itself (by its responseTimeout at the latest), with a
-    # 5xx: no client is left to its own timeout.
-    assert all(o.status >= 500 for o in failed), "a lost request got no answer or a non-5xx one"
+    # A lost request gets a 5xx from TorchServe, or (seen on 0.12 even with a 4 s responseTimeout)
+    # no answer at all: then only the client's own timeout ends it.
+    assert all(
+        o.status >= 500 or (o.status == 0 and o.ended - o.started >= CLIENT_TIMEOUT_S - 0.5)
+        for o in failed
+    ), "a lost request failed otherwise than with a 5xx or the client's timeout"
     after = [o for o in outcomes if o.started >= killed_at + figures.recovery_s]
     assert after and all(o.ok for o in after), "answers did not keep coming after recovery"
 
