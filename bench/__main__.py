@@ -290,15 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         args.workdir / "serve", archives, overrides={"job_queue_size": "1000"}
     )
     try:
-        from clients.settings import ClientSettings
-
-        settings = ClientSettings(
-            inference_url=server.inference_url,
-            management_url=server.management_url,
-            grpc_target=server.grpc_target,
-            grpc_management_target=server.grpc_management_target,
-            key_file=server.workdir / "key_file.json",
-        )
+        settings = server.client_settings()
         workers_now: dict[str, int] = {}
         for row in sorted(results, key=lambda r: r["workers"]):
             if workers_now.get(row["archive"]) != row["workers"]:

@@ -39,14 +39,7 @@ pytestmark = pytest.mark.integration
 
 
 def settings_for(server) -> ClientSettings:
-    return ClientSettings(
-        inference_url=server.inference_url,
-        management_url=server.management_url,
-        grpc_target=server.grpc_target,
-        grpc_management_target=server.grpc_management_target,
-        key_file=Path(server.workdir) / "key_file.json",
-        timeout=60,
-    )
+    return server.client_settings(timeout=60)
 
 
 @pytest.fixture(scope="module")

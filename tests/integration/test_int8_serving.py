@@ -9,7 +9,6 @@ import zipfile
 import pytest
 
 from clients.client import connect
-from clients.settings import ClientSettings
 from deploy.archive import build_archive
 from handlers.sentiment.predict import SentimentPredictor
 from tests.fixtures.served import handler_config
@@ -44,14 +43,7 @@ def test_int8_served_answers_match_the_in_process_int8_predictor(
     local = SentimentPredictor.from_dir(
         sentiment_artifacts, handler_config("sentiment") | {"runtime": "onnx-int8"}
     )
-    settings = ClientSettings(
-        inference_url=server.inference_url,
-        management_url=server.management_url,
-        grpc_target=server.grpc_target,
-        grpc_management_target=server.grpc_management_target,
-        key_file=server.workdir / "key_file.json",
-    )
-    with connect(protocol, settings) as client:
+    with connect(protocol, server.client_settings()) as client:
         for text in TEXTS:
             # One at a time on both sides: dynamic int8 quantizes activations with one scale per
             # batch, so a text's answer moves by ~1e-4 with what it is batched with.

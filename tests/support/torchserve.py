@@ -67,6 +67,19 @@ class TorchServe:
     def keys(self) -> dict[str, str]:
         return read_keys(self.workdir)
 
+    def client_settings(self, **kw):
+        """The project's client settings (clients/settings.py) pointed at this server."""
+        from clients.settings import ClientSettings
+
+        return ClientSettings(
+            inference_url=self.inference_url,
+            management_url=self.management_url,
+            grpc_target=self.grpc_target,
+            grpc_management_target=self.grpc_management_target,
+            key_file=self.workdir / "key_file.json",
+            **kw,
+        )
+
     def auth(self, kind: str = "inference") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[kind]}"}
 
