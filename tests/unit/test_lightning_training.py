@@ -30,6 +30,40 @@ def test_auto_takes_the_cpu_here_and_full_precision_there():
     assert precision_for(TrainerOptions(accelerator="cpu", precision="bf16-mixed")) == "bf16-mixed"
 
 
+def test_cpu_bf16_only_where_asked_and_where_the_cpu_computes_it(monkeypatch):
+    from training.common import trainer
+
+    cpu = TrainerOptions(accelerator="cpu")
+    monkeypatch.setattr(trainer, "cpu_has_native_bf16", lambda: True)
+    assert precision_for(cpu, cpu_bf16=True) == "bf16-mixed"
+    assert precision_for(cpu) == "32-true"  # the frequency LSTM does not ask
+    assert precision_for(TrainerOptions(accelerator="cpu", precision="32-true"), True) == "32-true"
+    monkeypatch.setattr(trainer, "cpu_has_native_bf16", lambda: False)
+    assert precision_for(cpu, cpu_bf16=True) == "32-true"  # emulated bf16 would be slower
+
+
+def test_sentiment_trains_shorter_than_it_serves_with_the_same_head_share():
+    from training.sentiment.config import DEFAULT, TINY
+    from training.sentiment.encoding import token_rows
+    from training.sentiment.model import load_tokenizer
+    from training.sentiment.pipeline import training_rows
+
+    tok = load_tokenizer()
+    words = " ".join(f"w{i}" for i in range(400))
+    rows = training_rows(tok, [words, "A short one."], DEFAULT)
+    served, short = token_rows(
+        tok, [words, "A short one."], DEFAULT.max_length, DEFAULT.head_tokens
+    )
+    assert len(rows[0]) == DEFAULT.train_max_length < len(served)
+    assert rows[1] == short  # a review within the training length is untouched
+    head = round(DEFAULT.head_tokens * (DEFAULT.train_max_length - 2) / (DEFAULT.max_length - 2))
+    # [CLS] + the same first tokens as served + the same last tokens + [SEP]
+    assert rows[0][: head + 1] == served[: head + 1]
+    assert rows[0][head + 1 :] == served[-(DEFAULT.train_max_length - head - 1) :]
+    # never longer than what is exported and served
+    assert max(len(r) for r in training_rows(tok, [words], TINY)) == TINY.max_length
+
+
 def test_devices_take_one_device_and_refuse_several():
     from training.common.trainer import _devices
 

@@ -1,4 +1,4 @@
-"""Typed training settings: DEFAULT (the real model, ~14 min on 2 idle CPU cores) and TINY (seconds, tests)."""
+"""Typed training settings: DEFAULT (the real model, about 10 min on 2 idle CPU cores) and TINY (seconds, tests)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ class SentimentConfig:
     end of the review, where IMDB reviewers usually state their verdict."""
     encoder_layers: int | None = None
     """Keep only the first N transformer layers (None: all six). TINY uses 1 to run in seconds."""
+    train_max_length: int | None = 128
+    """Tokens per review while fine-tuning (None: max_length). Shorter training sequences cost a
+    quarter of the compute of 256-token ones; the model is evaluated, exported and served at
+    max_length, and the head+tail split keeps the same share of head tokens."""
+    cpu_bf16: bool = True
+    """Fine-tune under bfloat16 autocast on a CPU with native bf16 (1.8x faster per step here);
+    evaluation, calibration and the exports stay float32."""
     frozen_layers: int = 3
     """Embeddings plus this many lower layers get no gradient: backward through them dominates the
     CPU cost and the pretrained lower layers are generic enough to keep."""

@@ -43,6 +43,14 @@ def _write_json(path: Path, data: dict) -> None:
 PLOTS = ("training_curve.png", "reliability.png")
 
 
+def training_rows(tokenizer, texts, cfg: SentimentConfig) -> list[list[int]]:
+    """Token rows for fine-tuning, at `train_max_length` (never above the served max_length),
+    keeping the head+tail split's share of head tokens."""
+    length = min(cfg.train_max_length or cfg.max_length, cfg.max_length)
+    head = round(cfg.head_tokens * (length - 2) / (cfg.max_length - 2))
+    return token_rows(tokenizer, texts, length, head)
+
+
 def run(
     out_dir: str | Path,
     cfg: SentimentConfig,
@@ -80,7 +88,9 @@ def run(
     model = build_model(cfg)
     opts = opts or TrainerOptions()
     logger = tracking.logger() if tracking else None
-    history = fine_tune(model, rows(train.text), train.label, cfg, pad, opts, out, logger)
+    history = fine_tune(
+        model, training_rows(tokenizer, train.text, cfg), train.label, cfg, pad, opts, out, logger
+    )
 
     vocab_size = model.encoder.config.vocab_size
     export_torchscript(model, out / "model.pt", vocab_size, pad)

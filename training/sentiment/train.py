@@ -131,7 +131,7 @@ def fine_tune(
     with tempfile.TemporaryDirectory() as tmp:
         ckpt_root = Path(out if out is not None else tmp)
         trainer = build_trainer(opts, ckpt_root, max_steps=len(plan), progress=cfg.progress,
-                                logger=logger, gradient_clip_val=1.0)  # fmt: skip
+                                logger=logger, gradient_clip_val=1.0, cpu_bf16=cfg.cpu_bf16)  # fmt: skip
         batches = PlannedBatches(plan, lambda: trainer.global_step)
         indices: Any = range(len(rows))  # a map-style dataset of indices; the sampler plans them
         loader: DataLoader = DataLoader(indices, batch_sampler=batches, collate_fn=collate)
