@@ -17,9 +17,6 @@ class ModelSettings(Protocol):
     @property
     def version(self) -> str: ...
 
-    @property
-    def runtime(self) -> str: ...
-
 
 SettingsT = TypeVar("SettingsT", bound=ModelSettings)
 
