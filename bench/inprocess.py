@@ -62,11 +62,11 @@ def _frequency_batches(
 ):
     from handlers.frequency.codec import decode_request
     from handlers.frequency.engine import FrequencyEngine, model_inputs
-    from handlers.frequency.settings import FrequencySettings
+    from handlers.frequency.settings import parse_settings
     from handlers.frequency.windowing import split
 
     manifest = json.loads((artifacts / "manifest.json").read_text())
-    settings = FrequencySettings.from_sources(handler | {"runtime": runtime}, manifest["handler"])
+    settings = parse_settings(manifest, handler | {"runtime": runtime})
     engine = FrequencyEngine(settings, artifacts)
     requests = [decode_request({"body": p}, {}, settings) for p in payloads]
     feeds = []

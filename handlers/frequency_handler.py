@@ -24,7 +24,7 @@ class FrequencyHandler(ModelHandler):
     def load(self, model_dir: Path, config: dict, device: str, name: str) -> FrequencyPredictor:
         predictor = FrequencyPredictor.from_dir(model_dir, config, device=device, name=name)
         log.info(
-            "frequency %s ready: runtime=%s", predictor.model["version"], predictor.settings.runtime
+            "frequency %s ready: runtime=%s", predictor.settings.version, predictor.settings.runtime
         )
         return predictor
 

@@ -32,11 +32,11 @@ class ServedModel(PythonModel):
             # Until handlers/frequency gets a predictor class, the engine plus the handler's
             # body layout (handlers/frequency_handler.py postprocess) is the served path.
             from handlers.frequency.engine import FrequencyEngine
-            from handlers.frequency.settings import FrequencySettings
+            from handlers.frequency.settings import parse_settings
 
-            self.settings = FrequencySettings.from_sources(serving, manifest["handler"])
+            self.settings = parse_settings(manifest, serving)
             self.engine = FrequencyEngine(self.settings, model_dir)
-            self.model = {"name": "frequency", "version": manifest["version"]}
+            self.model = {"name": "frequency", "version": self.settings.version}
 
     def predict(self, context, model_input, params=None):
         if self.family == "sentiment":

@@ -21,7 +21,7 @@ from handlers.frequency.engine import Components, FrequencyEngine
 from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.state import StateCodec, StreamState, load_key
 from handlers.frequency.windowing import num_windows
-from handlers.manifest import read_manifest
+from handlers.predictor import Predictor
 
 STATE_HEADER = "X-Stream-State"
 
@@ -45,41 +45,29 @@ _PENDING = RequestError("not answered")
 """A placeholder every good request's answer replaces (predict fills all of them)."""
 
 
-class FrequencyPredictor:
+class FrequencyPredictor(Predictor[FrequencySettings]):
+    model = "frequency"
+    parse_settings = staticmethod(parse_settings)
+
     def __init__(
         self,
         model_dir: str | Path,
         settings: FrequencySettings,
-        version: str,
         device: str = "cpu",
-        name: str = "frequency",
+        name: str | None = None,
+        *,
         state_key: bytes | None = None,
     ):
-        self.settings = settings
-        self.model = {"name": name, "version": version}
+        """`state_key` signs stream states; None reads the deployment's key file (load_key)."""
+        super().__init__(model_dir, settings, device, name)
         self.engine = FrequencyEngine(settings, model_dir, device)
         self.states = StateCodec(
             state_key if state_key is not None else load_key(),
-            version,
+            settings.version,
             settings.layers,
             settings.hidden,
             len(settings.frequencies),
         )
-
-    @classmethod
-    def from_dir(
-        cls,
-        model_dir: str | Path,
-        config: dict | None = None,
-        device: str = "cpu",
-        name: str = "frequency",
-        state_key: bytes | None = None,
-    ) -> FrequencyPredictor:
-        """Load from a directory holding manifest.json and the exported files (artifact dir or
-        unpacked archive); `config` is the model-config's `handler:` block."""
-        manifest = read_manifest(model_dir)
-        settings = parse_settings(manifest, config)
-        return cls(model_dir, settings, manifest["version"], device, name, state_key)
 
     def predict(
         self, requests: list[SignalRequest | RequestError]
@@ -139,7 +127,7 @@ class FrequencyPredictor:
                 {"frequency": f, "signal": comp.signal[j], "std": comp.std[j]}
                 for j, f in enumerate(answer.frequencies)
             ],
-            "model": dict(self.model),
+            "model": dict(self.model_info),
         }
         if answer.state is not None:
             body["state"] = answer.state
@@ -170,6 +158,6 @@ class FrequencyPredictor:
             "X-Layout": "band,frequency,sample float32le; bands signal,std",
             "X-Frequencies": ",".join(f"{f:g}" for f in answer.frequencies),
             "X-Sample-Rate": str(self.settings.sample_rate),
-            "X-Model-Version": header_value(self.model["version"]),
+            "X-Model-Version": header_value(self.settings.version),
         }
         return Reply(data.tobytes(), "application/octet-stream", headers | stream)

@@ -1,25 +1,143 @@
 """Typed settings of the frequency handler, parsed once at load from the archive.
 
-Two sources: the manifest's `handler` block (what the export is: window, frequencies, graph names)
-and model-config.yaml's `handler:` block (serving knobs). A bad value fails the load, never a request.
+Two sources: the manifest's `handler` block (what the export is: window, frequencies, graph names;
+`FrequencyExport`, which training writes) and model-config.yaml's `handler:` block (serving knobs).
+A bad value fails the load, never a request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from handlers.errors import ArchiveError
-from handlers.manifest import handler_block, positive_int, reject_unknown, require
+from handlers.manifest import (
+    handler_block,
+    manifest_version,
+    minimum_int,
+    names,
+    positive_int,
+    reject_unknown,
+    reject_unknown_export,
+    require,
+    text,
+)
 from handlers.runtime import RUNTIME_FILES
 
 
 @dataclass(frozen=True)
+class ExportGraph:
+    """One exported graph in the manifest: its input and output names and, by runtime, its file."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    files: Mapping[str, str] | None = None
+    """Runtime → file; None: the runtime's default file (model.onnx / model.pt)."""
+
+    def to_block(self) -> dict[str, Any]:
+        block: dict[str, Any] = {"inputs": list(self.inputs), "outputs": list(self.outputs)}
+        if self.files is not None:
+            block["files"] = dict(self.files)
+        return block
+
+    @classmethod
+    def from_block(cls, block: dict, name: str, needs_files: bool) -> ExportGraph:
+        where = f"manifest handler.{name}"
+        graph = require(block, name, "manifest handler block")
+        if not isinstance(graph, dict):
+            raise ArchiveError(f"{where} must be an object")
+        reject_unknown_export(graph, ("inputs", "outputs", "files"), f"frequency {name}")
+        files = require(graph, "files", where) if needs_files else graph.get("files")
+        if files is not None and (
+            not isinstance(files, dict) or not all(isinstance(f, str) for f in files.values())
+        ):
+            raise ArchiveError(f"{where}.files must map runtimes to file names, not {files!r}")
+        return cls(
+            names(require(graph, "inputs", where), f"{where}.inputs"),
+            names(require(graph, "outputs", where), f"{where}.outputs"),
+            files,
+        )
+
+
+@dataclass(frozen=True)
+class FrequencyExport:
+    """The manifest's `handler` block: what training exported. Training builds one and writes
+    `to_block()`; serving reads it with `from_block`, so each key is named here and nowhere else."""
+
+    window: int
+    """Samples per window; the length the sequence graph was trained on."""
+    sample_rate: int
+    """The only sample rate served (the model learnt frequencies in samples, not seconds)."""
+    frequencies: tuple[float, ...]
+    """Extractable frequencies, Hz, in the order of the one-hot selector."""
+    hidden: int
+    """LSTM hidden size: the shape of a stream's state."""
+    layers: int
+    """LSTM layers: the shape of a stream's state."""
+    sequence: ExportGraph
+    """The one-shot graph over whole windows (model.onnx / model.pt)."""
+    step: ExportGraph
+    """The stateful graph a stream chunk runs through; its files are named by runtime."""
+    head: str = "head.npz"
+    """The stochastic head's weights, relative to the artifact directory."""
+
+    def to_block(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "sample_rate": self.sample_rate,
+            "frequencies": list(self.frequencies),
+            "hidden": self.hidden,
+            "layers": self.layers,
+            "sequence": self.sequence.to_block(),
+            "step": self.step.to_block(),
+            "head": self.head,
+        }
+
+    @classmethod
+    def from_block(cls, block: dict) -> FrequencyExport:
+        """Parse and check the manifest block; a missing, unknown or bad key raises ArchiveError
+        naming it."""
+        reject_unknown_export(block, (f.name for f in fields(cls)), "frequency")
+        where = "manifest handler block"
+        frequencies = require(block, "frequencies", where)
+        if (
+            not isinstance(frequencies, list)
+            or not frequencies
+            or not all(isinstance(f, int | float) and not isinstance(f, bool) for f in frequencies)
+        ):
+            raise ArchiveError(
+                f"manifest frequencies must be a non-empty list of numbers, not {frequencies!r}"
+            )
+        return cls(
+            window=positive_int(require(block, "window", where), "manifest window"),
+            sample_rate=positive_int(require(block, "sample_rate", where), "manifest sample_rate"),
+            frequencies=tuple(float(f) for f in frequencies),
+            hidden=positive_int(require(block, "hidden", where), "manifest hidden"),
+            layers=positive_int(require(block, "layers", where), "manifest layers"),
+            sequence=ExportGraph.from_block(block, "sequence", needs_files=False),
+            step=ExportGraph.from_block(block, "step", needs_files=True),
+            head=text(block.get("head", cls.head), "manifest head"),
+        )
+
+
+@dataclass(frozen=True)
 class GraphSpec:
+    """A graph as the runtime loads it: names, and the file for the served runtime."""
+
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     filename: str | None = None
     """None: the runtime's default file (model.onnx / model.pt)."""
+
+
+def _served(graph: ExportGraph, name: str, runtime: str) -> GraphSpec:
+    filename = None
+    if graph.files is not None:
+        if runtime not in graph.files:
+            raise ArchiveError(f"manifest handler.{name}.files has no {runtime!r}")
+        filename = graph.files[runtime]
+    return GraphSpec(graph.inputs, graph.outputs, filename)
 
 
 SERVING_KEYS = frozenset({"runtime", "threads", "hop", "max_samples", "mc_samples", "seed"})
@@ -28,16 +146,15 @@ SERVING_KEYS = frozenset({"runtime", "threads", "hop", "max_samples", "mc_sample
 
 @dataclass(frozen=True)
 class FrequencySettings:
+    """What the predictor runs with: the export (`FrequencyExport`) plus the serving knobs."""
+
     runtime: str
     """onnx or torchscript: which exported files the handler runs."""
     window: int
-    """Samples per window; the length the sequence graph was trained on."""
     hop: int
     """Samples between window starts; hop < window gives the overlap the taper blends."""
     sample_rate: int
-    """The only sample rate served (the model learnt frequencies in samples, not seconds)."""
     frequencies: tuple[float, ...]
-    """Extractable frequencies, Hz, in the order of the one-hot selector."""
     max_samples: int
     """Longest signal (or stream chunk) accepted, samples."""
     mc_samples: int
@@ -49,67 +166,40 @@ class FrequencySettings:
     sequence: GraphSpec
     step: GraphSpec
     head_file: str
+    version: str
+    """The artifact version from the manifest, reported in every response; stream states are
+    bound to it."""
     threads: int | None = None
     """Intra-op threads of the runtime (None: library default)."""
-
-    @classmethod
-    def from_sources(cls, serving: dict | None, export: dict) -> FrequencySettings:
-        """The old argument order, kept for bench/inprocess.py; use `parse_settings`."""
-        return parse_settings({"handler": export}, serving)
-
-
-def _graph(block: dict, name: str, runtime: str | None = None) -> GraphSpec:
-    where = f"manifest handler.{name}"
-    graph = require(block, name, "manifest handler block")
-    if not isinstance(graph, dict):
-        raise ArchiveError(f"{where} must be an object")
-    filename = None
-    if runtime is not None:
-        files = require(graph, "files", where)
-        filename = str(require(files, runtime, f"{where}.files"))
-    return GraphSpec(
-        tuple(require(graph, "inputs", where)), tuple(require(graph, "outputs", where)), filename
-    )
-
-
-def _int(value: Any, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ArchiveError(f"{name} must be an integer >= {minimum}, not {value!r}")
-    return value
 
 
 def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
-    export = handler_block(manifest)
+    export = FrequencyExport.from_block(handler_block(manifest))
     serving = dict(config or {})
     # e.g. stream_idle_s from before streams moved to the client, or the old name mc_seed
     reject_unknown(serving, SERVING_KEYS, "frequency")
-    where = "manifest handler block"
     runtime = str(serving.get("runtime", "onnx"))
     if runtime not in RUNTIME_FILES:
         raise ArchiveError(f"runtime must be onnx or torchscript, not {runtime!r}")
-    window = positive_int(require(export, "window", where), "manifest window")
-    hop = positive_int(serving.get("hop") or window // 2, "handler.hop")
-    if not hop <= window:
-        raise ArchiveError(f"hop must be in (0, window={window}], not {hop}")
-    frequencies = require(export, "frequencies", where)
-    if not isinstance(frequencies, list) or not frequencies:
-        raise ArchiveError(f"manifest frequencies must be a non-empty list, not {frequencies!r}")
+    hop = positive_int(serving.get("hop") or export.window // 2, "handler.hop")
+    if not hop <= export.window:
+        raise ArchiveError(f"hop must be in (0, window={export.window}], not {hop}")
     threads = serving.get("threads")
-    settings = FrequencySettings(
+    return FrequencySettings(
         runtime=runtime,
-        window=window,
+        window=export.window,
         hop=hop,
-        sample_rate=positive_int(require(export, "sample_rate", where), "manifest sample_rate"),
-        frequencies=tuple(float(f) for f in frequencies),
+        sample_rate=export.sample_rate,
+        frequencies=export.frequencies,
         max_samples=positive_int(serving.get("max_samples", 20000), "handler.max_samples"),
-        mc_samples=_int(serving.get("mc_samples", 32), "handler.mc_samples", 2),
-        seed=_int(serving.get("seed", 0), "handler.seed"),
-        layers=positive_int(require(export, "layers", where), "manifest layers"),
-        hidden=positive_int(require(export, "hidden", where), "manifest hidden"),
-        sequence=_graph(export, "sequence"),
-        step=_graph(export, "step", runtime),
-        head_file=str(export.get("head", "head.npz")),
+        mc_samples=minimum_int(serving.get("mc_samples", 32), "handler.mc_samples", 2),
+        seed=minimum_int(serving.get("seed", 0), "handler.seed"),
+        layers=export.layers,
+        hidden=export.hidden,
+        sequence=_served(export.sequence, "sequence", runtime),
+        step=_served(export.step, "step", runtime),
+        head_file=export.head,
+        version=manifest_version(manifest),
         threads=positive_int(threads, "handler.threads") if threads else None,
     )
-    return settings

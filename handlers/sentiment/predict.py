@@ -10,7 +10,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from handlers.errors import ArchiveError
-from handlers.manifest import read_manifest
+from handlers.predictor import Predictor
 from handlers.runtime import Runtime, load_runtime
 from handlers.sentiment.settings import SentimentSettings, parse_settings
 from handlers.sentiment.tokenize import TextEncoder
@@ -27,17 +27,19 @@ FP16_PROBE_TEXTS = [
 ]
 
 
-class SentimentPredictor:
+class SentimentPredictor(Predictor[SentimentSettings]):
+    model = "sentiment"
+    parse_settings = staticmethod(parse_settings)
+
     def __init__(
         self,
         model_dir: str | Path,
         settings: SentimentSettings,
         device: str = "cpu",
-        name: str = "sentiment",
+        name: str | None = None,
     ):
+        super().__init__(model_dir, settings, device, name)
         model_dir = Path(model_dir)
-        self.settings = settings
-        self.name = name
         self.encoder = TextEncoder(
             model_dir / settings.tokenizer_file,
             settings.max_length,
@@ -95,18 +97,6 @@ class SentimentPredictor:
             )
         self.fp16_max_abs_diff = diff
 
-    @classmethod
-    def from_dir(
-        cls,
-        model_dir: str | Path,
-        config: dict | None = None,
-        device: str = "cpu",
-        name: str = "sentiment",
-    ):
-        """Load from a directory holding manifest.json and the exported files (artifact dir or
-        unpacked archive); `config` is the model-config's `handler:` block."""
-        return cls(model_dir, parse_settings(read_manifest(model_dir), config), device, name)
-
     def _self_check(self) -> None:
         # A head.npz that does not belong to this export would give plausible-looking nonsense.
         logits, features = self._forward(SELF_CHECK_TEXTS)[:2]
@@ -142,7 +132,6 @@ class SentimentPredictor:
         _, features, truncated = self._forward(texts)
         u = self.uncertainty(features)
         labels = self.settings.labels
-        model = {"name": self.name, "version": self.settings.version}
         return [
             {
                 "label": labels[int(np.argmax(u.probabilities[i]))],
@@ -156,7 +145,7 @@ class SentimentPredictor:
                     "samples": u.samples,
                 },
                 "truncated": truncated[i],
-                "model": dict(model),
+                "model": dict(self.model_info),
             }
             for i in range(len(texts))
         ]

@@ -7,10 +7,21 @@ answering the first request with a 500.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from handlers.errors import ArchiveError
-from handlers.manifest import handler_block, positive_int, reject_unknown, require
+from handlers.manifest import (
+    handler_block,
+    manifest_version,
+    minimum_int,
+    names,
+    positive_int,
+    reject_unknown,
+    reject_unknown_export,
+    require,
+    text,
+)
 from handlers.runtime import RUNTIME_FILES
 
 SERVING_KEYS = frozenset(
@@ -33,29 +44,101 @@ SERVING_KEYS = frozenset(
 
 
 @dataclass(frozen=True)
-class SentimentSettings:
+class SentimentExport:
+    """The manifest's `handler` block: what training exported. Training builds one and writes
+    `to_block()`; serving reads it with `from_block`, so each key is named here and nowhere else."""
+
     input_names: tuple[str, ...]
     """Graph inputs, in call order: (input_ids, attention_mask)."""
     output_names: tuple[str, ...]
     """Graph outputs: (logits, features); features feed the stochastic head."""
     labels: tuple[str, ...]
     """Class names by logit index."""
-    temperature: float
-    """Calibration temperature fitted on the validation split."""
     max_length: int
-    """Tokens per text after truncation (special tokens included)."""
+    """Tokens per text after truncation (special tokens included), as trained and exported."""
+    temperature: float = 1.0
+    """Calibration temperature fitted on the validation split."""
+    pad_token_id: int = 0
+    truncation: str | bool | None = None
+    """How a long text was cut in training: "head+tail" (with head_tokens, what training writes),
+    "left" (keep the end), or "right"/None (keep the start)."""
+    head_tokens: int | None = None
+    """head+tail only: content tokens kept from the start; the rest of the budget from the end."""
+    feature_dim: int | None = None
+    """Width of the graph's features output, which the head must take."""
+    tokenizer: str = "tokenizer/tokenizer.json"
+    """The tokenizer.json, relative to the artifact directory."""
+    head: str = "head.npz"
+    """The stochastic head's weights, relative to the artifact directory."""
+
+    def kept_head(self) -> int:
+        """Content tokens a too-long text keeps from its start (the rest from its end)."""
+        return _head_tokens(self.truncation, self.head_tokens, self.max_length)
+
+    def to_block(self) -> dict[str, Any]:
+        """The JSON block (optional values that are None are left out)."""
+        block = {f.name: getattr(self, f.name) for f in fields(self)}
+        block = {k: list(v) if isinstance(v, tuple) else v for k, v in block.items()}
+        return {k: v for k, v in block.items() if v is not None}
+
+    @classmethod
+    def from_block(cls, block: dict) -> SentimentExport:
+        """Parse and check the manifest block; a missing, unknown or bad key raises ArchiveError
+        naming it."""
+        reject_unknown_export(block, (f.name for f in fields(cls)), "sentiment")
+        where = "manifest handler block"
+        labels = names(require(block, "labels", where), "manifest labels")
+        if len(labels) < 2:
+            raise ArchiveError(f"need at least two labels, got {labels}")
+        temperature = block.get("temperature", 1.0)
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+            raise ArchiveError(f"manifest temperature must be a number, not {temperature!r}")
+        if not temperature > 0:
+            raise ArchiveError(f"temperature must be positive, not {temperature}")
+        feature_dim = block.get("feature_dim")
+        export = cls(
+            input_names=names(require(block, "input_names", where), "manifest input_names"),
+            output_names=names(require(block, "output_names", where), "manifest output_names"),
+            labels=labels,
+            max_length=positive_int(require(block, "max_length", where), "manifest max_length"),
+            temperature=float(temperature),
+            pad_token_id=minimum_int(block.get("pad_token_id", 0), "manifest pad_token_id"),
+            truncation=block.get("truncation"),
+            head_tokens=block.get("head_tokens"),
+            feature_dim=None
+            if feature_dim is None
+            else positive_int(feature_dim, "manifest feature_dim"),
+            tokenizer=text(block.get("tokenizer", cls.tokenizer), "manifest tokenizer"),
+            head=text(block.get("head", cls.head), "manifest head"),
+        )
+        if len(export.input_names) < 2 or len(export.output_names) < 2:
+            raise ArchiveError(
+                "manifest input_names and output_names need two names each: "
+                "(input_ids, attention_mask) and (logits, features)"
+            )
+        export.kept_head()  # an unknown truncation rule fails here, at load
+        return export
+
+
+@dataclass(frozen=True)
+class SentimentSettings:
+    """What the predictor runs with: the export (`SentimentExport`) plus the serving knobs."""
+
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    labels: tuple[str, ...]
+    temperature: float
+    max_length: int
+    """Tokens per text after truncation: the exported max_length, or a shorter served one."""
     pad_token_id: int
     head_tokens: int
     """When a text is too long: content tokens kept from its start; the rest of the budget is
     filled from its end (head+tail, as in training). max_length keeps the start only."""
     version: str
     """The artifact version from the manifest, reported in every response."""
-    tokenizer_file: str = "tokenizer/tokenizer.json"
-    """The tokenizer.json, relative to the archive (manifest `tokenizer`)."""
-    head_file: str = "head.npz"
-    """The stochastic head's weights (manifest `head`)."""
+    tokenizer_file: str = SentimentExport.tokenizer
+    head_file: str = SentimentExport.head
     feature_dim: int | None = None
-    """Width of the graph's features output, which the head must take (manifest `feature_dim`)."""
     runtime: str = "onnx"
     """onnx, onnx-int8 (the export's gated model.int8.onnx) or torchscript."""
     threads: int | None = None
@@ -87,11 +170,9 @@ HEAD_TAIL = "head+tail"
 """The truncation training writes, with `head_tokens` beside it."""
 
 
-def _head_tokens(block: dict, max_length: int) -> int:
+def _head_tokens(rule: Any, head: Any, max_length: int) -> int:
     """The manifest's truncation → head tokens: "head+tail" with `head_tokens` (what training
     writes), "left" (keep the end), or "right"/true/absent (keep the start)."""
-    rule = block.get("truncation")
-    head = block.get("head_tokens")
     if rule == HEAD_TAIL:
         if isinstance(head, bool) or not isinstance(head, int) or head < 0:
             raise ArchiveError(f"head_tokens must be a non-negative integer, not {head!r}")
@@ -109,19 +190,15 @@ def _head_tokens(block: dict, max_length: int) -> int:
 
 def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
-    block = handler_block(manifest)
+    export = SentimentExport.from_block(handler_block(manifest))
     serve = dict(config or {})
-    where = "manifest handler block"
-    exported_max = positive_int(require(block, "max_length", where), "manifest max_length")
-    max_length = positive_int(serve.pop("max_length", None) or exported_max, "handler.max_length")
-    if max_length > exported_max:
-        raise ArchiveError(f"handler.max_length {max_length} exceeds the exported {exported_max}")
-    labels = tuple(str(x) for x in require(block, "labels", where))
-    if len(labels) < 2:
-        raise ArchiveError(f"need at least two labels, got {labels}")
-    temperature = float(block.get("temperature", 1.0))
-    if not temperature > 0:
-        raise ArchiveError(f"temperature must be positive, not {temperature}")
+    max_length = positive_int(
+        serve.pop("max_length", None) or export.max_length, "handler.max_length"
+    )
+    if max_length > export.max_length:
+        raise ArchiveError(
+            f"handler.max_length {max_length} exceeds the exported {export.max_length}"
+        )
     runtime = str(serve.pop("runtime", "onnx"))
     if runtime not in RUNTIME_FILES:
         raise ArchiveError(
@@ -136,19 +213,17 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
         if key in serve:
             positive_int(serve[key], f"handler.{key}")
     return SentimentSettings(
-        input_names=tuple(require(block, "input_names", where)),
-        output_names=tuple(require(block, "output_names", where)),
-        labels=labels,
-        temperature=temperature,
+        input_names=export.input_names,
+        output_names=export.output_names,
+        labels=export.labels,
+        temperature=export.temperature,
         max_length=max_length,
-        pad_token_id=int(block.get("pad_token_id", 0)),
-        head_tokens=_head_tokens(block, exported_max),
-        version=str(manifest.get("version", "unknown")),
-        tokenizer_file=str(block.get("tokenizer", "tokenizer/tokenizer.json")),
-        head_file=str(block.get("head", "head.npz")),
-        feature_dim=positive_int(block["feature_dim"], "manifest feature_dim")
-        if "feature_dim" in block
-        else None,
+        pad_token_id=export.pad_token_id,
+        head_tokens=export.kept_head(),
+        version=manifest_version(manifest),
+        tokenizer_file=export.tokenizer,
+        head_file=export.head,
+        feature_dim=export.feature_dim,
         runtime=runtime,
         threads=positive_int(threads, "handler.threads") if threads else None,
         **serve,

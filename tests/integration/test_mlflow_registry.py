@@ -138,7 +138,7 @@ def test_sentiment_pyfunc_answers_as_the_handler_predictor(server, trained):
 def test_frequency_pyfunc_answers_as_the_handler_engine(server, trained):
     from handlers.frequency.codec import SignalRequest
     from handlers.frequency.engine import FrequencyEngine
-    from handlers.frequency.settings import FrequencySettings
+    from handlers.frequency.settings import parse_settings
 
     out, manifests = trained
     version = manifests["frequency"]["mlflow"]["version"]
@@ -157,7 +157,7 @@ def test_frequency_pyfunc_answers_as_the_handler_engine(server, trained):
     )
     got = model.predict(frame)
     serving = yaml.safe_load((ROOT / "handlers/frequency/model-config.yaml").read_text())["handler"]
-    settings = FrequencySettings.from_sources(serving, manifests["frequency"]["handler"])
+    settings = parse_settings(manifests["frequency"], serving)
     engine = FrequencyEngine(settings, out["frequency"])
     reqs = [SignalRequest(signals[0], 1000, (1.0, 5.0), (0, 2)),
             SignalRequest(signals[1], 1000, (3.0,), (1,))]  # fmt: skip

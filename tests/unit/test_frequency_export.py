@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from handlers.frequency.settings import FrequencyExport
 from handlers.manifest import read_manifest
 from handlers.runtime import load_runtime
 from handlers.uncertainty import MLPHead
@@ -25,6 +26,14 @@ def test_manifest_lists_both_modes_for_both_runtimes(frequency_artifacts):
             "torchscript",
         }
         assert max(parity[mode]["max_abs_diff"].values()) <= export.ATOL
+
+
+def test_handler_block_is_exactly_the_export_serving_reads(frequency_artifacts):
+    """Training wrote the block through FrequencyExport: parsing it back loses and adds nothing."""
+    h = read_manifest(frequency_artifacts)["handler"]
+    export = FrequencyExport.from_block(h)
+    assert export.to_block() == h
+    assert export.step.files == {"onnx": "step.onnx", "torchscript": "step.pt"}
 
 
 def test_head_on_graph_features_reproduces_the_graph_output(frequency_artifacts):

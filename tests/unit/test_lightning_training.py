@@ -159,12 +159,12 @@ def test_attention_variant_keeps_the_plain_lstm_for_the_stateful_mode(attention_
 def test_attention_export_is_served_by_the_unchanged_engine(attention_artifacts):
     from handlers.frequency.codec import SignalRequest
     from handlers.frequency.engine import FrequencyEngine
-    from handlers.frequency.settings import FrequencySettings
+    from handlers.frequency.settings import parse_settings
 
     out, manifest = attention_artifacts
     cfg = ATTENTION
     assert manifest["parity"]["sequence"]["onnx"] < 1e-4
-    settings = FrequencySettings.from_sources({"mc_samples": 8}, manifest["handler"])
+    settings = parse_settings(manifest, {"mc_samples": 8})
     engine = FrequencyEngine(settings, out)
     signal = make_signal(cfg.signal, cfg.test_seed)
     req = SignalRequest(signal.mixed, cfg.signal.sample_rate, (3.0,), (1,))

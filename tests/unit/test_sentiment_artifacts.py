@@ -9,6 +9,7 @@ import torch
 from tokenizers import Tokenizer
 
 from handlers.manifest import read_manifest, sha256_file
+from handlers.sentiment.settings import SentimentExport
 from handlers.uncertainty import MLPHead
 from training.sentiment.encoding import truncate_ids
 
@@ -53,6 +54,14 @@ def test_handler_block_describes_the_export(manifest):
     assert isinstance(h["temperature"], float) and h["temperature"] > 0
     assert manifest["parity"]["passed"] is True
     assert manifest["model"] == "sentiment"
+
+
+def test_handler_block_is_exactly_the_export_serving_reads(manifest):
+    """Training wrote the block through SentimentExport: parsing it back loses and adds nothing."""
+    h = manifest["handler"]
+    export = SentimentExport.from_block(h)
+    assert export.to_block() == h
+    assert export.feature_dim == 384 and export.tokenizer == "tokenizer/tokenizer.json"
 
 
 def test_metrics_and_plots_are_written(sentiment_artifacts, manifest):

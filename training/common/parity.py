@@ -6,7 +6,7 @@ runtime must match eager within `atol`. A failure raises `ParityError` and nothi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +27,7 @@ class ParityCase:
 
 def check_parity(
     eager: Callable[[dict[str, np.ndarray]], Outputs],
-    exported: dict[str, Callable[[dict[str, np.ndarray]], Outputs]],
+    exported: Mapping[str, Callable[[dict[str, np.ndarray]], Outputs]],
     cases: Iterable[ParityCase],
     atol: float,
 ) -> dict:
@@ -36,13 +36,14 @@ def check_parity(
     failures = []
     for case in cases:
         want = eager(case.inputs)
-        row = {"case": case.name, "max_abs_diff": {}}
+        diffs: dict[str, float] = {}
+        row = {"case": case.name, "max_abs_diff": diffs}
         for runtime, fn in exported.items():
             got = fn(case.inputs)
             diff = max(
                 float(np.max(np.abs(got[k] - want[k]))) if want[k].size else 0.0 for k in want
             )
-            row["max_abs_diff"][runtime] = diff
+            diffs[runtime] = diff
             report["max_abs_diff"][runtime] = max(report["max_abs_diff"].get(runtime, 0.0), diff)
             if not np.isfinite(diff) or diff > atol:
                 failures.append(f"{runtime} at {case.name}: max |diff| {diff:.3g} > {atol:g}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from handlers.frequency.settings import ExportGraph, FrequencyExport
 from training.common.manifest import write_manifest
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
@@ -30,19 +31,21 @@ from training.frequency.model import (
 from training.frequency.plots import plot_components, plot_window_error
 from training.frequency.train import evaluate, train, train_signals
 
+HEAD_FILE = "head.npz"
 
-def handler_settings(cfg: TrainConfig) -> dict:
-    """What the handler must know about the export (read from the manifest at load)."""
-    return {
-        "window": cfg.window,
-        "sample_rate": cfg.signal.sample_rate,
-        "frequencies": list(cfg.signal.frequencies),
-        "hidden": cfg.hidden,
-        "layers": cfg.layers,
-        "sequence": {"inputs": list(SEQUENCE_INPUTS), "outputs": list(SEQUENCE_OUTPUTS)},
-        "step": {"inputs": list(STEP_INPUTS), "outputs": list(STEP_OUTPUTS), "files": STEP_FILES},
-        "head": "head.npz",
-    }
+
+def handler_settings(cfg: TrainConfig) -> FrequencyExport:
+    """What the handler must know about the export (the manifest's handler block, read at load)."""
+    return FrequencyExport(
+        window=cfg.window,
+        sample_rate=cfg.signal.sample_rate,
+        frequencies=tuple(cfg.signal.frequencies),
+        hidden=cfg.hidden,
+        layers=cfg.layers,
+        sequence=ExportGraph(tuple(SEQUENCE_INPUTS), tuple(SEQUENCE_OUTPUTS)),
+        step=ExportGraph(tuple(STEP_INPUTS), tuple(STEP_OUTPUTS), STEP_FILES),
+        head=HEAD_FILE,
+    )
 
 
 PLOTS = ("test_components.png", "test_window_error.png")
@@ -72,7 +75,7 @@ def run(
     train_seconds = time.perf_counter() - started
     parity = export_all(model, out)
     (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
-    model.head().save(out / "head.npz")
+    model.head().save(out / HEAD_FILE)
 
     train_eval = evaluate(model, signals[0], cfg)  # one of the signals it was trained on
     test_eval = evaluate(model, make_signal(cfg.signal, cfg.test_seed), cfg)
@@ -98,10 +101,10 @@ def run(
         "mse_stitched_test": {k: v["mse_stitched"] for k, v in test_eval.items()},
         "mse_stateful_test": {k: v["mse_stateful"] for k, v in test_eval.items()},
     }
-    serve = ["model.pt", "model.onnx", "step.pt", "step.onnx", "head.npz"]
+    serve = ["model.pt", "model.onnx", "step.pt", "step.onnx", HEAD_FILE]
     parity_summary = {k: v["max_abs_diff"] for k, v in parity.items()}
     manifest = write_manifest(
-        out, "frequency", serve, handler_settings(cfg), summary, parity_summary
+        out, "frequency", serve, handler_settings(cfg).to_block(), summary, parity_summary
     )
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())

@@ -19,7 +19,7 @@ import yaml
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
-from handlers.frequency.settings import FrequencySettings
+from handlers.frequency.settings import parse_settings
 from training.common.manifest import read_manifest
 from training.frequency.config import SignalSpec
 from training.frequency.data import make_signal
@@ -31,7 +31,7 @@ def served_latency(artifacts: Path, repeats: int, seconds: float, threads: int) 
     """Median and p90 wall time of engine.windows for one request of all frequencies."""
     manifest = read_manifest(artifacts)
     serving = yaml.safe_load((ROOT / "handlers/frequency/model-config.yaml").read_text())["handler"]
-    settings = FrequencySettings.from_sources(serving | {"threads": threads}, manifest["handler"])
+    settings = parse_settings(manifest, serving | {"threads": threads})
     engine = FrequencyEngine(settings, artifacts)
     spec = SignalSpec(duration_s=seconds)
     signal = make_signal(spec, seed=2).mixed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -65,11 +66,14 @@ def predict(
 
     # A sampler object, not a list: Lightning's predict loop wraps it to record batch indices.
     sampler = PlannedBatches(plan, lambda: 0)
-    loader = DataLoader(range(len(rows)), batch_sampler=sampler, collate_fn=collate)
+    indices: Any = range(len(rows))  # a map-style dataset of indices, as in train.py
+    loader: DataLoader = DataLoader(indices, batch_sampler=sampler, collate_fn=collate)
     trainer = L.Trainer(accelerator=accelerator, devices=1, precision="32-true", logger=False,
                         enable_progress_bar=progress, enable_model_summary=False)  # fmt: skip
     module = _Inference(model.eval())
     outputs = trainer.predict(module, loader)
+    if outputs is None:  # only with return_predictions=False
+        raise RuntimeError("Lightning's predict loop returned no predictions")
     model.cpu()
     logits = np.zeros((len(rows), 2), np.float32)
     features = np.zeros((len(rows), outputs[0][1].shape[1]), np.float32)

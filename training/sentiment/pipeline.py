@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from handlers.sentiment.settings import HEAD_TAIL, SentimentExport
 from training.common import plots
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
@@ -33,7 +34,10 @@ from training.sentiment.model import build_model, load_tokenizer
 from training.sentiment.quantize import INT8_FILE, gated_int8_export
 from training.sentiment.train import fine_tune
 
-SERVE_FILES = ["model.pt", "model.onnx", "head.npz", "tokenizer"]
+HEAD_FILE = "head.npz"
+TOKENIZER_DIR = "tokenizer"
+TOKENIZER_FILE = f"{TOKENIZER_DIR}/tokenizer.json"
+SERVE_FILES = ["model.pt", "model.onnx", HEAD_FILE, TOKENIZER_DIR]
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -49,6 +53,25 @@ def training_rows(tokenizer, texts, cfg: SentimentConfig) -> list[list[int]]:
     length = min(cfg.train_max_length or cfg.max_length, cfg.max_length)
     head = round(cfg.head_tokens * (length - 2) / (cfg.max_length - 2))
     return token_rows(tokenizer, texts, length, head)
+
+
+def handler_export(
+    cfg: SentimentConfig, temperature: float, pad_token_id: int, feature_dim: int
+) -> SentimentExport:
+    """What the handler must know about the export (the manifest's handler block, read at load)."""
+    return SentimentExport(
+        input_names=tuple(INPUT_NAMES),
+        output_names=tuple(OUTPUT_NAMES),
+        labels=tuple(LABELS),
+        max_length=cfg.max_length,
+        temperature=float(temperature),
+        pad_token_id=int(pad_token_id),
+        truncation=HEAD_TAIL,
+        head_tokens=cfg.head_tokens,
+        feature_dim=int(feature_dim),
+        tokenizer=TOKENIZER_FILE,
+        head=HEAD_FILE,
+    )
 
 
 def run(
@@ -119,8 +142,8 @@ def run(
         "final_train_loss": round(sum(history.loss[-20:]) / len(history.loss[-20:]), 6),
     }
 
-    head.save(out / "head.npz")
-    tokenizer.save_pretrained(out / "tokenizer")
+    head.save(out / HEAD_FILE)
+    tokenizer.save_pretrained(out / TOKENIZER_DIR)
     plots.training_curve(
         history.step,
         history.loss,
@@ -142,21 +165,9 @@ def run(
         out / "metrics.json", metrics | {"reliability": {k: b.to_dict() for k, b in bins.items()}}
     )
 
-    handler = {
-        "input_names": INPUT_NAMES,
-        "output_names": OUTPUT_NAMES,
-        "labels": list(LABELS),
-        "temperature": float(metrics["temperature"]),
-        "max_length": cfg.max_length,
-        "pad_token_id": int(pad),
-        "truncation": "head+tail",
-        "head_tokens": cfg.head_tokens,
-        "feature_dim": int(head.weights[0].shape[1]),
-        "tokenizer": "tokenizer/tokenizer.json",
-        "head": "head.npz",
-    }
+    export = handler_export(cfg, metrics["temperature"], pad, head.weights[0].shape[1])
     serve_files = SERVE_FILES + [INT8_FILE] * int8["written"]
-    manifest = write_manifest(out, "sentiment", serve_files, handler, metrics, parity)
+    manifest = write_manifest(out, "sentiment", serve_files, export.to_block(), metrics, parity)
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS)
     return manifest

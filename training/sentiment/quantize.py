@@ -171,17 +171,16 @@ def gated_int8_export(
 def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()) -> dict:
     """Gate and add model.int8.onnx to a finished export; fp32 logits come from its model.onnx
     (parity-checked against eager), and the manifest gains the file's sha256 and the report."""
+    from handlers.sentiment.settings import SentimentExport
     from handlers.sentiment.tokenize import TextEncoder
     from training.common.manifest import read_manifest, sha256_file
     from training.sentiment.data import load_splits
 
     manifest = read_manifest(artifacts)
-    block = manifest["handler"]
-    pad, threads = block["pad_token_id"], 2
+    export = SentimentExport.from_block(manifest["handler"])
+    pad, threads = export.pad_token_id, 2
     # The serving tokenization (the handler's encoder over the exported tokenizer.json).
-    encoder = TextEncoder(
-        artifacts / block["tokenizer"], block["max_length"], pad, block["head_tokens"]
-    )
+    encoder = TextEncoder(artifacts / export.tokenizer, export.max_length, pad, export.kept_head())
     test = load_splits(seed).test
     imdb = test.take(np.flatnonzero(test.source == "imdb"))
     rows = []
@@ -190,7 +189,7 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
         rows.append(enc.input_ids[0].tolist())
     fp32_logits = onnx_logits(artifacts / "model.onnx", rows, pad, threads)
     report = gated_int8_export(
-        artifacts, rows, imdb, fp32_logits, block["temperature"], pad, threads, gate
+        artifacts, rows, imdb, fp32_logits, export.temperature, pad, threads, gate
     )
     manifest["files"].pop(INT8_FILE, None)
     if report["written"]:
