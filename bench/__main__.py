@@ -29,7 +29,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.cpu import CpuMeter
-from bench.inprocess import InProcess, handler_throughput, sentiment_stages, serving_shape
+from bench.inprocess import (
+    InProcess,
+    Replicas,
+    handler_throughput,
+    sentiment_stages,
+    serving_shape,
+)
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
@@ -289,6 +295,22 @@ def main(argv: list[str] | None = None) -> int:
     server = start_torchserve(
         args.workdir / "serve", archives, overrides={"job_queue_size": "1000"}
     )
+    replicas: dict[tuple[str, int], Replicas] = {}
+
+    def reference(row: dict):
+        """The bare model in the row's serving shape: one process per TorchServe worker."""
+        if row["workers"] == 1:
+            return bare[row["archive"]]
+        key = (row["archive"], row["workers"])
+        if key not in replicas:
+            art = next(a for m, r, a in todo if f"{m}_{RUNTIME_SUFFIX[r]}" == row["archive"])
+            replicas[key] = Replicas(
+                row["workers"], row["model"], art, row["runtime"],
+                bench_payloads(row["model"], args.requests, args.signal_samples), overrides,
+            )  # fmt: skip
+            row["in_process"] = replicas[key].time(args.min_seconds)
+        return replicas[key]
+
     try:
         settings = server.client_settings()
         workers_now: dict[str, int] = {}
@@ -306,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                     level = measure_level(server, settings, row, payloads, c, proto)
                     # The bare model again, right after: on shared cores the neighbours' load
                     # drifts, and a ratio is only fair between two figures taken side by side.
-                    level["in_process_rps"] = bare[row["archive"]].time(args.min_seconds)["rps"]
+                    level["in_process_rps"] = reference(row).time(args.min_seconds)["rps"]
                     row["served"].append(level)
                     steps.update()
                 if args.paced > 0 and row["body"] == "json":
@@ -325,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     steps.update()
     finally:
+        for r in replicas.values():
+            r.close()
         server.stop()
         steps.close()
 

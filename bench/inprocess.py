@@ -125,6 +125,56 @@ class InProcess:
         }
 
 
+def _serve_timings(conn, start, args: tuple) -> None:
+    """One bare-model process of `Replicas`: load, warm up, then time on request, all starting at
+    the same barrier, until told to stop."""
+    bare = InProcess(*args)
+    conn.send("ready")
+    while (min_seconds := conn.recv()) is not None:
+        start.wait()
+        conn.send(bare.time(min_seconds))
+
+
+class Replicas:
+    """`processes` copies of the bare model timed side by side, each in its own process: what
+    TorchServe runs with minWorkers > 1 (one process per worker, each with the handler's threads).
+    Their throughputs add up; a ratio served/in-process is only fair against the same shape."""
+
+    def __init__(self, processes: int, *args):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # a fresh interpreter, no forked runtime thread pools
+        self.start = ctx.Barrier(processes)
+        self.conns, self.procs = [], []
+        for _ in range(processes):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_serve_timings, args=(child, self.start, args), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        for conn in self.conns:
+            if conn.recv() != "ready":
+                raise RuntimeError("a bare-model process failed to load")
+
+    def time(self, min_seconds: float = 3.0) -> dict:
+        for conn in self.conns:
+            conn.send(min_seconds)
+        each = [conn.recv() for conn in self.conns]
+        return each[0] | {
+            "processes": len(each),
+            "requests": sum(r["requests"] for r in each),
+            "seconds": max(r["seconds"] for r in each),
+            "rps": sum(r["rps"] for r in each),
+            "rps_each": [r["rps"] for r in each],
+        }
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(None)
+        for proc in self.procs:
+            proc.join(timeout=10)
+
+
 def in_process_throughput(
     model: str,
     artifacts: Path,

@@ -210,3 +210,23 @@ def test_float32_request_is_the_raw_signal_with_its_frequencies_in_a_header():
     assert np.frombuffer(raw, "<f4").tolist() == [0.5, -1.0, 2.0]
     assert headers["X-Frequencies"] == "1,3"
     assert headers["Content-Type"] == headers["Accept"] == "application/octet-stream"
+
+
+def test_replicas_time_one_bare_model_per_worker_and_add_them_up(frequency_artifacts):
+    """With minWorkers > 1 TorchServe runs one process per worker: the bench's bare-model
+    reference is as many processes, timed together, not one process's figure."""
+    from bench.__main__ import bench_payloads
+    from bench.inprocess import InProcess, Replicas
+
+    payloads = bench_payloads("frequency", 4, 200)
+    one = InProcess("frequency", frequency_artifacts, "onnx", payloads).time(0.3)
+    two = Replicas(2, "frequency", frequency_artifacts, "onnx", payloads, None)
+    try:
+        both = two.time(0.3)
+    finally:
+        two.close()
+    assert both["processes"] == 2 and one["requests"] > 0
+    assert both["requests"] >= 2 * len(payloads)  # each process ran the whole set at least once
+    assert len(both["rps_each"]) == 2 and min(both["rps_each"]) > 0
+    assert both["rps"] == pytest.approx(sum(both["rps_each"]))
+    assert all(not p.is_alive() for p in two.procs)
