@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         for *_, body, _w in plan_rows
     )
     steps = tqdm(total=2 * len(todo) + per_row, desc="bench", unit="step")
-    in_process, stages, handler = {}, {}, {}
+    in_process, stages, handler, bare_args = {}, {}, {}, {}
     for model, runtime, art in todo:
         name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
         steps.set_postfix_str(f"archive {name}")
@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
         payloads = bench_payloads(model, args.requests, args.signal_samples)
-        bare[name] = InProcess(model, art, runtime, payloads, overrides)
+        bare_args[name] = (model, art, runtime, payloads, overrides)
+        bare[name] = InProcess(*bare_args[name])
         in_process[name] = bare[name].time(args.min_seconds)
         if model == "sentiment":
             stages[name] = sentiment_stages(art, runtime, payloads, overrides=overrides)
@@ -303,11 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             return bare[row["archive"]]
         key = (row["archive"], row["workers"])
         if key not in replicas:
-            art = next(a for m, r, a in todo if f"{m}_{RUNTIME_SUFFIX[r]}" == row["archive"])
-            replicas[key] = Replicas(
-                row["workers"], row["model"], art, row["runtime"],
-                bench_payloads(row["model"], args.requests, args.signal_samples), overrides,
-            )  # fmt: skip
+            replicas[key] = Replicas(row["workers"], *bare_args[row["archive"]])
             row["in_process"] = replicas[key].time(args.min_seconds)
         return replicas[key]
 

@@ -44,9 +44,20 @@ class SentimentHandler(ModelHandler):
 
     @timed("inference")
     def inference(self, parsed: list[TextRequest | RequestError]) -> list[Answer | RequestError]:
-        parsed = self._within_budget(parsed)
-        texts = [t for item in parsed if isinstance(item, TextRequest) for t in item.texts]
-        results = iter(self.predictor.predict(texts))
+        # Each text is tokenized once: the ids both price the request against the batch's token
+        # budget and become the runtime's input.
+        encoder = self.predictor.encoder
+        pieces = [
+            encoder.pieces(item.texts) if isinstance(item, TextRequest) else [] for item in parsed
+        ]
+        parsed = self._within_budget(parsed, [encoder.token_count(p) for p in pieces])
+        run = [
+            (item, p)
+            for item, p in zip(parsed, pieces, strict=True)
+            if isinstance(item, TextRequest)
+        ]
+        texts = [t for item, _ in run for t in item.texts]
+        results = iter(self.predictor.predict(texts, [x for _, p in run for x in p]))
         answers: list[Answer | RequestError] = []
         for item in parsed:
             if isinstance(item, RequestError):
@@ -57,18 +68,17 @@ class SentimentHandler(ModelHandler):
         return answers
 
     def _within_budget(
-        self, parsed: list[TextRequest | RequestError]
+        self, parsed: list[TextRequest | RequestError], costs: list[int]
     ) -> list[TextRequest | RequestError]:
+        """Requests past the batch's token budget become 503 `overloaded` (handlers/budget.py)."""
         budget = self.settings.max_batch_tokens
-        costs = [
-            self.predictor.encoder.token_count(item.texts)
-            if isinstance(item, TextRequest)
-            else None
-            for item in parsed
-        ]
+        ok = admit(
+            [c if isinstance(i, TextRequest) else None for i, c in zip(parsed, costs, strict=True)],
+            budget,
+        )
         return [
-            item if ok or not isinstance(item, TextRequest) else over_budget(budget)
-            for item, ok in zip(parsed, admit(costs, budget), strict=True)
+            item if fits or not isinstance(item, TextRequest) else over_budget(budget)
+            for item, fits in zip(parsed, ok, strict=True)
         ]
 
     def reply(self, answer: Answer) -> Reply:

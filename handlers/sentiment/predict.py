@@ -109,8 +109,10 @@ class SentimentPredictor(Predictor[SentimentSettings]):
                 f"head.npz does not reproduce the graph's logits (max |diff| {diff:.3g})"
             )
 
-    def _forward(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, tuple[bool, ...]]:
-        batch = self.encoder.encode(texts)
+    def _forward(
+        self, texts: list[str], pieces: list[list[int]] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, tuple[bool, ...]]:
+        batch = self.encoder.encode(texts, pieces)
         ids_name, mask_name = self.settings.input_names[:2]
         out = self.runtime.run({ids_name: batch.input_ids, mask_name: batch.attention_mask})
         logits_name, features_name = self.settings.output_names[:2]
@@ -125,11 +127,12 @@ class SentimentPredictor(Predictor[SentimentSettings]):
                 features, self.head, self.masks, self.settings.temperature
             )
 
-    def predict(self, texts: list[str]) -> list[dict]:
-        """One response dict per text, in order; all texts go through the runtime in one pass."""
+    def predict(self, texts: list[str], pieces: list[list[int]] | None = None) -> list[dict]:
+        """One response dict per text, in order; all texts go through the runtime in one pass.
+        `pieces`: the texts' token ids from `encoder.pieces`, when the caller already has them."""
         if not texts:
             return []
-        _, features, truncated = self._forward(texts)
+        _, features, truncated = self._forward(texts, pieces)
         u = self.uncertainty(features)
         labels = self.settings.labels
         return [

@@ -72,14 +72,22 @@ class TextEncoder:
         self.head_tokens = head_tokens
         self.pad_token_id = pad_token_id
 
-    def token_count(self, texts: list[str] | tuple[str, ...]) -> int:
-        """Tokens the runtime will see for `texts` after truncation, special tokens included."""
-        pieces = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        extra = len(self.prefix) + len(self.suffix)
-        return sum(min(len(p.ids), self.budget) + extra for p in pieces)
+    def pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids, untruncated and without special tokens: computed once per text,
+        then used both to count a request's cost and to build the runtime's batch."""
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
-    def encode(self, texts: list[str]) -> EncodedBatch:
-        pieces = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+    def token_count(self, pieces: Sequence[list[int]]) -> int:
+        """Tokens the runtime will see for these texts after truncation, special tokens included."""
+        extra = len(self.prefix) + len(self.suffix)
+        return sum(min(len(p), self.budget) + extra for p in pieces)
+
+    def encode(
+        self, texts: Sequence[str], pieces: Sequence[list[int]] | None = None
+    ) -> EncodedBatch:
+        """The runtime's padded batch; `pieces` (from `pieces(texts)`) skips tokenizing again."""
+        if pieces is None:
+            pieces = self.pieces(texts)
         rows = [
             [*self.prefix, *truncate_ids(p, self.budget, self.head_tokens), *self.suffix]
             for p in pieces
