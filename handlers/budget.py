@@ -12,6 +12,7 @@ so a lone large request is never refused.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from handlers.errors import RequestError
 
@@ -39,8 +40,19 @@ def admit(costs: Sequence[int | None], budget: int) -> list[bool]:
     return admitted
 
 
-def over_budget(budget: int) -> Overloaded:
+def over_budget(budget: int, unit: str = "tokens") -> Overloaded:
     return Overloaded(
-        f"the server is busy: this batch's work budget ({budget} tokens) is spent; "
+        f"the server is busy: this batch's work budget ({budget} {unit}) is spent; "
         f"retry after {Overloaded.retry_after_s} s"
     )
+
+
+def within_budget(
+    parsed: Sequence[Any], costs: Sequence[int | None], budget: int, unit: str
+) -> list[Any]:
+    """The batch with every request past `budget` replaced by its 503 `Overloaded`; `costs[i]` is
+    None for an item that is not run anyway (already a RequestError)."""
+    return [
+        item if fits or cost is None else over_budget(budget, unit)
+        for item, cost, fits in zip(parsed, costs, admit(costs, budget), strict=True)
+    ]

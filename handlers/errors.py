@@ -17,9 +17,24 @@ import re
 from http import HTTPStatus
 from typing import Any
 
+MAX_REASON_CHARS = 512
+"""A reason longer than this is cut: it goes to the response body and to two logs per request."""
+
+
+def echo(value: object, limit: int = 40) -> str:
+    """A client's value quoted in a reason, bounded: a 900,000-digit number is not sent back whole
+    (nor written to the logs), its first characters are enough to recognise it."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int over Python's 4300-digit str() limit
+        digits = int(value.bit_length() * 0.30103) if isinstance(value, int) else "many"
+        return f"<a number of about {digits} digits>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
 
 class RequestError(Exception):
-    """A request the client must fix. `reason` is safe to return; it never echoes the body."""
+    """A request the client must fix. `reason` is safe to return; it never echoes the body, and it is
+    bounded (`MAX_REASON_CHARS`) whatever a caller put into it."""
 
     status = 400
     kind = "bad_request"
@@ -27,6 +42,8 @@ class RequestError(Exception):
     """Set on refusals the client should retry (503): sent as the Retry-After header."""
 
     def __init__(self, reason: str):
+        if len(reason) > MAX_REASON_CHARS:
+            reason = reason[: MAX_REASON_CHARS - 15] + "... (truncated)"
         super().__init__(reason)
         self.reason = reason
 
@@ -78,6 +95,31 @@ class StaleState(RequestError):
 
     status = 409
     kind = "stale_state"
+
+
+class NotServed(RequestError):
+    """A TorchServe route or mode this deployment does not serve (e.g. /explanations): refused for
+    this request alone, never switched on for its batch."""
+
+    status = 501
+    kind = "not_implemented"
+
+
+class InternalError(RequestError):
+    """The server failed on this request (a bug, not the client's input): 500 with the request id
+    the traceback is logged under. Only this request gets it; its batch neighbours are answered."""
+
+    status = 500
+    kind = "internal"
+
+    def __init__(self, request_id: str | None):
+        super().__init__(
+            f"the server failed on this request (request id {request_id}); it has been logged"
+        )
+        self.request_id = request_id
+
+    def to_body(self) -> dict:
+        return super().to_body() | {"request_id": self.request_id}
 
 
 class ArchiveError(Exception):

@@ -10,10 +10,10 @@ import logging
 from pathlib import Path
 
 from handlers.base import ModelHandler
+from handlers.budget import within_budget
 from handlers.codec import Reply
 from handlers.frequency.codec import SignalRequest, decode_request
 from handlers.frequency.predict import Extraction, FrequencyPredictor
-from handlers.telemetry import timed
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,16 @@ class FrequencyHandler(ModelHandler):
     def parse(self, row: dict, headers: dict) -> SignalRequest:
         return decode_request(row, headers, self.settings)
 
-    @timed("inference")
     def inference(self, items: list) -> list:
-        return self.predictor.predict(items)
+        # Work per batch is bounded like sentiment's tokens: samples x frequencies, in arrival order.
+        costs = [
+            r.signal.shape[0] * len(r.selectors) if isinstance(r, SignalRequest) else None
+            for r in items
+        ]
+        admitted = within_budget(
+            items, costs, self.settings.max_batch_samples, "samples x frequencies"
+        )
+        return self.predictor.predict(admitted)
 
     def reply(self, answer: Extraction) -> Reply:
         return self.predictor.reply(answer)

@@ -11,12 +11,11 @@ import logging
 from pathlib import Path
 
 from handlers.base import ModelHandler
-from handlers.budget import admit, over_budget
+from handlers.budget import within_budget
 from handlers.codec import Reply, decode_request
 from handlers.errors import RequestError
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
-from handlers.telemetry import timed
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,6 @@ class SentimentHandler(ModelHandler):
         payload = decode_request(row, headers)
         return parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
 
-    @timed("inference")
     def inference(self, parsed: list[TextRequest | RequestError]) -> list[Answer | RequestError]:
         # Each text is tokenized once: the ids both price the request against the batch's token
         # budget and become the runtime's input.
@@ -71,15 +69,12 @@ class SentimentHandler(ModelHandler):
         self, parsed: list[TextRequest | RequestError], costs: list[int]
     ) -> list[TextRequest | RequestError]:
         """Requests past the batch's token budget become 503 `overloaded` (handlers/budget.py)."""
-        budget = self.settings.max_batch_tokens
-        ok = admit(
+        return within_budget(
+            parsed,
             [c if isinstance(i, TextRequest) else None for i, c in zip(parsed, costs, strict=True)],
-            budget,
+            self.settings.max_batch_tokens,
+            "tokens",
         )
-        return [
-            item if fits or not isinstance(item, TextRequest) else over_budget(budget)
-            for item, fits in zip(parsed, ok, strict=True)
-        ]
 
     def reply(self, answer: Answer) -> Reply:
         return Reply(json.dumps(answer), "application/json", {})

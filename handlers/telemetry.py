@@ -14,14 +14,13 @@ Telemetry must never fail a batch: every emission swallows and logs its own erro
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -192,23 +191,6 @@ class Telemetry:
 def _mean(values: Any) -> float:
     values = [float(v) for v in getattr(values, "ravel", lambda: values)()]
     return sum(values) / len(values) if values else math.nan
-
-
-def timed(stage: str) -> Callable:
-    """Decorate a handler method so its duration is reported as `stage` via `self.telemetry`."""
-
-    def decorate(method: Callable) -> Callable:
-        @functools.wraps(method)
-        def wrapper(self, *args, **kwargs):
-            tel = getattr(self, "telemetry", None)
-            if tel is None:  # e.g. a handler used in-process without initialize()
-                return method(self, *args, **kwargs)
-            with tel.stage(stage):
-                return method(self, *args, **kwargs)
-
-        return wrapper
-
-    return decorate
 
 
 def request_id(context: Any, idx: int) -> str | None:

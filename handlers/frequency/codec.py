@@ -14,6 +14,7 @@ query decoder), so REST clients use headers.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from numbers import Real
@@ -22,7 +23,7 @@ import numpy as np
 
 from handlers import codec
 from handlers.codec import request_header
-from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge
+from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, echo
 from handlers.frequency.settings import FrequencySettings
 
 BINARY_TYPES = ("application/octet-stream", "application/x-float32")
@@ -97,13 +98,22 @@ _ASCII_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.AS
 '١٠' and '1_000', which no client means)."""
 
 
+MAX_NUMBER = 1e15
+"""No parameter of this model is near this large: a bigger one (a 401-digit integer overflows a
+float) is refused before any arithmetic on it."""
+
+
 def _number(value, field: str) -> float:
-    """A JSON number, or a number written in ASCII (headers carry text)."""
+    """A JSON number, or a number written in ASCII (headers carry text), of bounded magnitude."""
     if isinstance(value, Real) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and _ASCII_NUMBER.fullmatch(value):
-        return float(value)
-    raise BadField(f"'{field}' must be a number written with ASCII digits")
+        number = float(value) if abs(value) <= MAX_NUMBER else math.inf  # type: ignore[operator]
+    elif isinstance(value, str) and len(value) <= 64 and _ASCII_NUMBER.fullmatch(value):
+        number = float(value)
+    else:
+        raise BadField(f"'{field}' must be a number written with ASCII digits")
+    if not abs(number) <= MAX_NUMBER:  # also NaN
+        raise BadField(f"'{field}' is out of range: {echo(value)}")
+    return number
 
 
 def _sample_rate(value, settings: FrequencySettings) -> int:
@@ -112,7 +122,7 @@ def _sample_rate(value, settings: FrequencySettings) -> int:
     rate = _number(value, "sample_rate")
     if rate != settings.sample_rate:
         raise BadField(
-            f"unsupported sample_rate {value!r}: this model serves {settings.sample_rate} Hz"
+            f"unsupported sample_rate {echo(value)}: this model serves {settings.sample_rate} Hz"
         )
     return settings.sample_rate
 

@@ -140,7 +140,9 @@ def _served(graph: ExportGraph, name: str, runtime: str) -> GraphSpec:
     return GraphSpec(graph.inputs, graph.outputs, filename)
 
 
-SERVING_KEYS = frozenset({"runtime", "threads", "hop", "max_samples", "mc_samples", "seed"})
+SERVING_KEYS = frozenset(
+    {"runtime", "threads", "hop", "max_samples", "max_batch_samples", "mc_samples", "seed"}
+)
 """The knobs model-config.yaml's `handler:` block may set (the same names as sentiment's)."""
 
 
@@ -157,6 +159,8 @@ class FrequencySettings:
     frequencies: tuple[float, ...]
     max_samples: int
     """Longest signal (or stream chunk) accepted, samples."""
+    max_batch_samples: int
+    """Work per batch, samples x requested frequencies: past it a request gets 503 + Retry-After."""
     mc_samples: int
     """MC-dropout samples of the head for the std band."""
     seed: int
@@ -193,6 +197,9 @@ def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
         sample_rate=export.sample_rate,
         frequencies=export.frequencies,
         max_samples=positive_int(serving.get("max_samples", 20000), "handler.max_samples"),
+        max_batch_samples=positive_int(
+            serving.get("max_batch_samples", 100000), "handler.max_batch_samples"
+        ),
         mc_samples=minimum_int(serving.get("mc_samples", 32), "handler.mc_samples", 2),
         seed=minimum_int(serving.get("seed", 0), "handler.seed"),
         layers=export.layers,

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat
 import struct
 import tempfile
 from collections.abc import Mapping
@@ -30,14 +31,18 @@ from pathlib import Path
 
 import numpy as np
 
-from handlers.errors import ArchiveError, BadState, StaleState
+from handlers.errors import ArchiveError, BadState, StaleState, echo
 
 KEY_FILE_ENV = "FREQUENCY_STATE_HMAC_FILE"
 """Path of the signing key (a Kubernetes Secret mounted as a file): every replica reads the same.
 Its name avoids KEY/SECRET/TOKEN: config.properties' blacklist_env_vars keeps those from workers."""
 LOCAL_KEY_NAME = "frequency-state.key"
-"""Without KEY_FILE_ENV, a key generated once in the server's TMPDIR (its workers share it)."""
+"""Without KEY_FILE_ENV, a key generated once in a private folder of the server's TMPDIR
+(`local_key_dir`; its workers share it)."""
 MIN_KEY_BYTES = 16
+MAX_KEY_BYTES = 4096
+MAX_SAMPLES_SEEN = 2**53
+"""A stream longer than this (285,000 years at 1 kHz) is a forged state, not a client's stream."""
 
 MAGIC = b"FQS1"
 _HEAD = struct.Struct("<4s8sB")  # magic, key id, version length
@@ -58,30 +63,66 @@ class StreamState:
 
 
 def load_key(env: Mapping[str, str] | None = None) -> bytes:
-    """The signing key: the file named by FREQUENCY_STATE_HMAC_FILE, else one generated locally."""
+    """The signing key: the file named by FREQUENCY_STATE_HMAC_FILE, else one generated locally in
+    a private directory. Any doubt about the file (missing, short, a link where none belongs, someone
+    else's, readable by others) is an ArchiveError: the model does not load, with the reason."""
     environ = os.environ if env is None else env
     named = environ.get(KEY_FILE_ENV)
-    path = (
-        Path(named)
-        if named
-        else Path(environ.get("TMPDIR") or tempfile.gettempdir()) / LOCAL_KEY_NAME
-    )
-    if not named and not path.exists():
+    if named:
+        # A mounted Kubernetes Secret is a link into the volume's ..data folder: followed.
+        return _read_key(Path(named), private=False)
+    path = local_key_dir(environ) / LOCAL_KEY_NAME
+    if not os.path.lexists(path):
         _create_key(path)
+    return _read_key(path, private=True)
+
+
+def local_key_dir(env: Mapping[str, str]) -> Path:
+    """`$TMPDIR/torchserve-deploy-<uid>`: created 0700 by us, used only while owned by us and
+    private. A shared temp folder is writable by every local user: a key planted there, or a
+    folder made by someone else, is refused rather than adopted."""
+    base = Path(env.get("TMPDIR") or tempfile.gettempdir())
+    path = base / f"torchserve-deploy-{os.geteuid()}"
+    base.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise ArchiveError(
+            f"{path} holds the stream state key and must be a directory owned by uid "
+            f"{os.geteuid()} with mode 0700; remove it, or set {KEY_FILE_ENV}"
+        )
+    return path
+
+
+def _read_key(path: Path, private: bool) -> bytes:
+    flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_NOFOLLOW if private else 0)
     try:
-        key = path.read_bytes().strip()
+        fd = os.open(path, flags)
     except OSError as e:
-        raise ArchiveError(f"cannot read the stream state key {path}: {e}") from e
+        raise ArchiveError(f"cannot read the stream state key {path}: {e.strerror}") from e
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ArchiveError(f"the stream state key {path} is not a regular file")
+        if private and (st.st_uid != os.geteuid() or st.st_mode & 0o077):
+            raise ArchiveError(
+                f"the stream state key {path} must be owned by uid {os.geteuid()} with mode 0600"
+            )
+        if st.st_mode & 0o002:
+            raise ArchiveError(f"the stream state key {path} is writable by every user")
+        key = f.read(MAX_KEY_BYTES + 1).strip()
     if len(key) < MIN_KEY_BYTES:
         raise ArchiveError(f"the stream state key {path} has under {MIN_KEY_BYTES} bytes")
+    if len(key) > MAX_KEY_BYTES:
+        raise ArchiveError(f"the stream state key {path} has over {MAX_KEY_BYTES} bytes")
     return key
 
 
 def _create_key(path: Path) -> None:
     # Workers start together: write a private temp file, then link it into place. link() fails if
     # another worker won the race, and then everyone reads the winner's complete key.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # mode 0600
     try:
         os.write(fd, base64.b64encode(secrets.token_bytes(32)) + b"\n")
         os.close(fd)
@@ -142,15 +183,18 @@ class StateCodec:
         message, tag = raw[:-TAG_BYTES], raw[-TAG_BYTES:]
         if not hmac.compare_digest(tag, self._tag(message)):
             raise BadState("the stream state was altered (its signature does not match)")
-        version = raw[_HEAD.size : at].decode("utf-8", "replace")
-        if version != self.version:
+        version = raw[_HEAD.size : at]
+        if version != self._version:  # as encoded: cut to 255 bytes
             raise StaleState(
-                f"the stream state was made by model version {version!r}, this replica serves "
-                f"{self.version!r} (an update happened mid-stream); restart the stream with "
+                f"the stream state was made by model version "
+                f"{echo(version.decode('utf-8', 'replace'))}, this replica serves "
+                f"{echo(self.version)} (an update happened mid-stream); restart the stream with "
                 "'stream': true"
             )
         if (layers, hidden) != (self.layers, self.hidden):
             raise BadState("the stream state has the wrong size for this model")
+        if seen > MAX_SAMPLES_SEEN:
+            raise BadState("the stream state's sample count is out of range")
         at += _SHAPE.size
         selectors = tuple(raw[at : at + f])
         if not f or len(set(selectors)) != f or max(selectors) >= self.num_frequencies:

@@ -17,6 +17,7 @@ from handlers.frequency.state import (
     StateCodec,
     StreamState,
     load_key,
+    local_key_dir,
 )
 from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
@@ -115,10 +116,64 @@ def test_local_key_is_generated_once_private_and_shared_by_workers(tmp_path):
     env = {"TMPDIR": str(tmp_path)}
     first = load_key(env)
     assert len(first) >= 32 and load_key(env) == first  # a second worker reads the same key
-    path = tmp_path / LOCAL_KEY_NAME
+    folder = local_key_dir(env)
+    assert folder.parent == tmp_path and oct(os.stat(folder).st_mode & 0o777) == "0o700"
+    path = folder / LOCAL_KEY_NAME
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCAL_KEY_NAME]  # no temp left over
+    assert sorted(p.name for p in folder.iterdir()) == [LOCAL_KEY_NAME]  # no temp left over
     assert load_key({"TMPDIR": str(tmp_path / "other")}) != first
+
+
+def test_a_key_planted_in_the_shared_temp_folder_is_not_adopted(tmp_path):
+    """Another local user gets to /tmp first: neither their key nor their folder is used."""
+    env = {"TMPDIR": str(tmp_path)}
+    folder = tmp_path / f"torchserve-deploy-{os.geteuid()}"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    (folder / LOCAL_KEY_NAME).write_bytes(b"a-key-the-attacker-knows-well\n")
+    with pytest.raises(ArchiveError, match="mode 0700"):
+        load_key(env)
+    if os.geteuid() == 0:  # only root can hand a folder to someone else
+        folder.chmod(0o700)
+        os.chown(folder, 4242, 4242)
+        with pytest.raises(ArchiveError, match="owned by uid"):
+            load_key(env)
+
+
+@pytest.mark.parametrize(
+    "kind", ["dangling-link", "link-to-a-key", "short", "world-readable", "fifo"]
+)
+def test_a_bad_local_key_file_is_a_clear_load_error(tmp_path, kind):
+    env = {"TMPDIR": str(tmp_path)}
+    path = local_key_dir(env) / LOCAL_KEY_NAME
+    elsewhere = tmp_path / "elsewhere.key"
+    elsewhere.write_bytes(b"k" * 40)
+    elsewhere.chmod(0o600)
+    if kind == "dangling-link":
+        path.symlink_to(tmp_path / "nothing-here")
+    elif kind == "link-to-a-key":
+        path.symlink_to(elsewhere)
+    elif kind == "short":
+        path.write_bytes(b"tiny")
+        path.chmod(0o600)
+    elif kind == "world-readable":
+        path.write_bytes(b"k" * 40)
+        path.chmod(0o644)
+    else:
+        os.mkfifo(path, 0o600)  # would block a plain open() forever
+    with pytest.raises(ArchiveError, match="stream state key"):
+        load_key(env)
+
+
+def test_forged_sample_count_near_2_64_is_bad_state_not_an_overflow():
+    token = codec().encode(state(seen=2**64 - 10))
+    with pytest.raises(BadState, match="sample count"):
+        codec().decode(token, SERVED)
+
+
+def test_a_model_version_over_255_bytes_still_continues_its_streams():
+    long = codec(version="v" * 300)
+    assert long.decode(long.encode(state()), SERVED).samples_seen == 123
 
 
 @pytest.fixture(scope="module")

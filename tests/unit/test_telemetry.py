@@ -193,7 +193,7 @@ def sentiment_answer(label: str, entropy: float, truncated: bool = False) -> dic
 
 
 class BatchContext:
-    """The slice of TorchServe's Context that postprocess writes to."""
+    """The slice of TorchServe's Context that the handler's replies write to."""
 
     request_ids = {0: "r0", 1: "r1", 2: "r2"}
 
@@ -225,7 +225,9 @@ def test_a_mixed_sentiment_batch_is_reported_as_the_traffic_implies(tel, fake, c
         ],  # one request, two texts
     ]
     with caplog.at_level(logging.INFO, logger="handlers.telemetry"):
-        handler_with(SentimentHandler, tel).postprocess(batch)
+        handler_with(SentimentHandler, tel)._respond(
+            BatchContext(), batch, [{}] * 3, ["r0", "r1", "r2"]
+        )
     assert fake.values(telemetry.BATCH_SIZE) == [3]
     assert fake.values(telemetry.REFUSED, Reason="bad_field") == [1]
     assert json.loads(caplog.records[0].getMessage())["request_id"] == "r1"
@@ -249,22 +251,6 @@ def test_frequency_windows_are_observed_once_per_one_shot_request(tel, fake):
     handler_with(FrequencyHandler, tel).report(answers + [Extraction((1.0,), comp, 1)])
     assert fake.values(telemetry.WINDOWS) == [5, 1]  # the stream chunk has none
     assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [1, 1, 1]  # one per answer
-
-
-def test_timed_methods_report_their_stage_and_return_unchanged(fake):
-    class Handler:
-        def __init__(self, tel):
-            self.telemetry = tel
-
-        @telemetry.timed("postprocess")
-        def postprocess(self, answers):
-            return [a * 2 for a in answers]
-
-    assert Handler(Telemetry(fake, "frequency")).postprocess([1, 2]) == [2, 4]
-    assert (
-        len(fake.values(telemetry.STAGE_SECONDS, Stage="postprocess", ModelName="frequency")) == 1
-    )
-    assert Handler(None).postprocess([3]) == [6]  # no telemetry (in-process use): still works
 
 
 def test_extractions_count_one_prediction_per_component_with_its_mean_std(tel, fake):
