@@ -25,6 +25,16 @@ if [ -z "${MAX_REQUEST_SIZE:-}" ]; then
     fi
 fi
 export MAX_REQUEST_SIZE="${MAX_REQUEST_SIZE:-6553500}" # TorchServe's own default
+# Sockets: as many as the file limit allows (two descriptors each), up to 50,000; each frontend half.
+if [ -z "${PROXY_MAXCONN:-}" ]; then
+    files=$(ulimit -Hn)
+    [ "$files" = unlimited ] && files=100000
+    PROXY_MAXCONN=$(( files / 2 - 64 ))
+    [ "$PROXY_MAXCONN" -gt 50000 ] && PROXY_MAXCONN=50000
+fi
+export PROXY_MAXCONN PROXY_FRONTEND_MAXCONN="${PROXY_FRONTEND_MAXCONN:-$((PROXY_MAXCONN / 2))}"
+# HAProxy holds a whole body before it goes upstream: its buffer fits the largest one plus headers.
+export PROXY_BUFSIZE="${PROXY_BUFSIZE:-$((MAX_REQUEST_SIZE + 65536))}"
 # The gRPC backend's health check asks TorchServe's REST /ping.
 TS_INFERENCE="${TS_INFERENCE:-127.0.0.1:8080}"
 export TS_INFERENCE TS_INFERENCE_PORT="${TS_INFERENCE##*:}"

@@ -129,7 +129,7 @@ class Pod:
         self.ports.update(
             {
                 k: free_port()
-                for k in ("proxy_http", "proxy_grpc", "proxy_health")
+                for k in ("proxy_http", "proxy_grpc", "proxy_health", "proxy_metrics")
                 if k not in self.ports
             }
         )
@@ -143,6 +143,8 @@ class Pod:
             "PROXY_HTTP_PORT": str(self.ports["proxy_http"]),
             "PROXY_GRPC_PORT": str(self.ports["proxy_grpc"]),
             "PROXY_HEALTH_PORT": str(self.ports["proxy_health"]),
+            "PROXY_METRICS_PORT": str(self.ports["proxy_metrics"]),
+            "TS_METRICS": f"127.0.0.1:{self.ports['metrics']}",
             "TS_INFERENCE": f"127.0.0.1:{self.ports['inference']}",
             "TS_GRPC": f"127.0.0.1:{self.ports['grpc']}",
         }

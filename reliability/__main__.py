@@ -19,6 +19,8 @@ from reliability.report import summarize, write
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = [
     "tests/integration/test_reliability_bad_input.py",
+    "tests/integration/test_surface.py",
+    "tests/integration/test_pod_proxy.py",
     "tests/integration/test_reliability_faults.py",
     "tests/integration/test_security.py",
 ]

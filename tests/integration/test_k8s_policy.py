@@ -17,10 +17,10 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = read_properties(ROOT / "config.properties")
-# What a pod needs beyond the repository's file (docs/kubernetes.md): Prometheus scrapes the
-# metrics listener from outside the pod, TorchServe checks no tokens behind the pod proxy, and each
-# overlay says how many GPUs TorchServe has.
-POD_REWRITES = {"metrics_address": "http://0.0.0.0:8082", "disable_token_authorization": "true"}
+# What a pod needs beyond the repository's file (docs/kubernetes.md): TorchServe checks no tokens
+# behind the pod proxy (every listener stays on loopback, metrics included: Prometheus scrapes
+# through the proxy), and each overlay says how many GPUs TorchServe has.
+POD_REWRITES = {"disable_token_authorization": "true"}
 GPUS = {"cpu": "0", "gpu": "1"}
 
 
@@ -109,11 +109,12 @@ def test_configmap_carries_the_repository_config_except_the_documented_rewrites(
     ]
     expected = CONFIG | POD_REWRITES | {"number_of_gpu": GPUS[overlay]}
     assert cm["data"] == expected
-    # Without tokens, every TorchServe API but metrics stays on loopback inside the pod: the proxy
-    # is the only way in (docs/kubernetes.md, threat model).
+    # Without tokens, every TorchServe API stays on loopback inside the pod: the proxy is the only
+    # way in (docs/kubernetes.md, threat model).
     assert cm["data"]["disable_token_authorization"] == "true"
     assert cm["data"]["inference_address"].startswith("http://127.0.0.1:")
     assert cm["data"]["management_address"].startswith("http://127.0.0.1:")
+    assert cm["data"]["metrics_address"].startswith("http://127.0.0.1:")
     assert cm["data"]["grpc_inference_address"] == "127.0.0.1"
     assert cm["data"]["grpc_management_address"] == "127.0.0.1"
 
@@ -143,7 +144,10 @@ def test_clients_reach_only_the_pod_proxy_which_holds_the_client_tokens(rendered
     (inference,) = [
         s for s in objects(rendered, overlay, "Service") if s["metadata"]["name"] == "torchserve"
     ]
-    assert {p["targetPort"] for p in inference["spec"]["ports"]} == proxy_ports == {"http", "grpc"}
+    assert {p["targetPort"] for p in inference["spec"]["ports"]} == {"http", "grpc"}
+    # Every port of the pod is the proxy's (metrics too: GET /metrics only, docker/haproxy.cfg).
+    assert proxy_ports == {"http", "grpc", "metrics"}
+    assert not [c["name"] for c in spec["containers"] if c is not proxy and c.get("ports")]
 
 
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
@@ -223,7 +227,7 @@ def test_no_service_or_container_port_exposes_the_management_api(rendered, overl
     assert {p["port"] for p in inference["spec"]["ports"]} == {8080, 7070}
     (metrics,) = [s for s in services if s["metadata"]["name"] == "torchserve-metrics"]
     assert metrics["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
-    assert metrics["metadata"]["annotations"]["prometheus.io/port"] == "8082"
+    assert metrics["metadata"]["annotations"]["prometheus.io/port"] == str(named["metrics"])
     (policy,) = objects(rendered, overlay, "NetworkPolicy")
     allowed = {named[p["port"]] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
     assert allowed and not allowed & management

@@ -8,12 +8,15 @@ client would see, and that nothing an attacker sent reached TorchServe as a requ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import signal
 import socket
 import subprocess
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -23,6 +26,7 @@ from google.protobuf import empty_pb2
 
 from clients import stubs
 from rehearsal.pod import Pod, pod_config
+from reliability.flood import closed_at_once, open_idle, slow_upload
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN, OLD_TOKEN = "client-token-for-tests", "old-token-still-valid"
 IDLE_S, REQUEST_S, SERVER_S = 3, 2, 6
 MAX_INFLIGHT, MAX_QUEUE = 3, 2
+PER_SOURCE = 600
 PROXY_ENV = {
     "PROXY_IDLE_TIMEOUT": f"{IDLE_S}s",
     "PROXY_REQUEST_TIMEOUT": f"{REQUEST_S}s",
@@ -38,6 +43,7 @@ PROXY_ENV = {
     "PROXY_SERVER_TIMEOUT": f"{SERVER_S}s",
     "PROXY_MAX_INFLIGHT": str(MAX_INFLIGHT),
     "PROXY_MAX_QUEUE": str(MAX_QUEUE),
+    "PROXY_MAX_CONN_PER_SOURCE": str(PER_SOURCE),
     "PROXY_TOKEN_POLL": "1",
 }
 SERVICE = "/org.pytorch.serve.grpc.inference.InferenceAPIsService"
@@ -65,8 +71,12 @@ def access_log(pod: Pod) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def connect(pod: Pod) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", pod.ports["proxy_http"]), timeout=10)
+def connect(pod: Pod, source: str = "127.0.0.1", port: str = "proxy_http") -> socket.socket:
+    """A connection to the proxy from `source`: any 127.x.y.z is this machine, and to HAProxy's
+    per-source counters another client."""
+    return socket.create_connection(
+        ("127.0.0.1", pod.ports[port]), timeout=10, source_address=(source, 0)
+    )
 
 
 def read_all(sock: socket.socket, timeout: float = 8) -> bytes:
@@ -327,69 +337,190 @@ def test_idle_keepalive_connections_are_closed_and_hold_nothing(pod):
 # --- limits ------------------------------------------------------------------------------------
 
 
-def hold_rest_slot(pod: Pod) -> socket.socket:
-    """A request whose body is larger than the proxy buffers: the first buffer goes upstream and
-    the rest never comes, so it holds one in-flight slot at TorchServe until the idle timeout."""
-    s = connect(pod)
-    s.sendall(
-        request("/predictions/sentiment", extra="Content-Length: 200000\r\n", body=b"x" * 40000)
-    )
-    return s
-
-
-def test_a_full_replica_answers_a_fast_json_503_and_recovers(pod):
-    held = [hold_rest_slot(pod) for _ in range(MAX_INFLIGHT + MAX_QUEUE)]
+@contextlib.contextmanager
+def torchserve_frozen(pod: Pod):
+    """TorchServe stops answering (SIGSTOP to its process group) while the proxy goes on: every
+    request forwarded now holds an in-flight slot until it is thawed."""
+    group = os.getpgid(pod.procs["torchserve"].pid)
+    os.killpg(group, signal.SIGSTOP)
     try:
-        time.sleep(0.5)
-        start = time.monotonic()
-        r = requests.post(
-            f"{pod.http}/predictions/sentiment", json={"text": "x"}, headers=auth(), timeout=10
-        )
-        assert r.status_code == 503 and r.json()["kind"] == "overloaded"
-        assert r.headers["Retry-After"] == "1" and time.monotonic() - start < 3
+        yield
     finally:
-        for s in held:
-            s.close()
-    deadline = time.monotonic() + IDLE_S + 5
+        os.killpg(group, signal.SIGCONT)
+
+
+def wait_serving(pod: Pod, within: float) -> None:
+    deadline = time.monotonic() + within
     while (r := requests.get(f"{pod.http}/ping", headers=auth())).status_code != 200:
         assert time.monotonic() < deadline, r.text
         time.sleep(0.3)
 
 
-def test_idle_grpc_streams_are_bounded_cut_and_never_block_authentication(pod):
-    channel, stub = grpc_stub(pod)
-    md = [("authorization", f"Bearer {TOKEN}")]
-    silent = threading.Event()
+def predict(pod: Pod, timeout: float = 30) -> requests.Response:
+    return requests.post(
+        f"{pod.http}/predictions/sentiment", json={"text": "x"}, headers=auth(), timeout=timeout
+    )
 
-    def never_send():
-        silent.wait(30)
-        return
-        yield
 
-    with channel:
-        streams = [
-            stub.StreamPredictions2(never_send(), metadata=md, timeout=30)
-            for _ in range(MAX_INFLIGHT + MAX_QUEUE + 2)
-        ]
+def test_a_full_replica_answers_a_fast_json_503_and_recovers(pod):
+    with torchserve_frozen(pod), ThreadPoolExecutor(MAX_INFLIGHT + MAX_QUEUE) as pool:
+        held = [pool.submit(predict, pod) for _ in range(MAX_INFLIGHT + MAX_QUEUE)]
         time.sleep(0.5)
         start = time.monotonic()
-        # While the replica is full of silent streams: callers without a token are answered at
-        # once, callers with one get a fast UNAVAILABLE (a client retries another replica).
+        r = predict(pod, timeout=10)
+        assert r.status_code == 503 and r.json()["kind"] == "overloaded"
+        assert r.headers["Retry-After"] == "1" and time.monotonic() - start < 3
+    for f in held:
+        assert f.result().status_code in (200, 503, 504)
+    wait_serving(pod, IDLE_S + 5)
+
+
+def test_slow_bodies_are_held_at_the_door_and_never_take_a_torchserve_slot(pod):
+    """More slow uploads than the replica has slots (issue 22, item 7): each sends 40 kB of a
+    200 kB body, then a byte now and then. Before, each took an in-flight slot and everyone else got
+    503; now the body is buffered at the proxy, cut with 408 when its time is up, and never sent."""
+    slow = [
+        slow_upload(pod.ports["proxy_http"], TOKEN, "/predictions/slow-body")
+        for _ in range(MAX_INFLIGHT + MAX_QUEUE + 5)
+    ]
+    try:
+        for _ in range(3):
+            time.sleep(0.4)
+            assert predict(pod, timeout=10).status_code == 200
+            for s in slow:
+                with contextlib.suppress(OSError):
+                    s.sendall(b"x")
+        for s in slow:
+            raw = read_all(s, REQUEST_S + 3)
+            assert statuses(raw) in ([408], []), raw[:200]
+    finally:
+        for s in slow:
+            s.close()
+    assert "/predictions/slow-body" not in access_log(pod)
+
+
+def test_idle_sockets_never_deny_authenticated_requests(pod):
+    """Issue 22, item 6: 520 silent connections made every authenticated request a 503, 1,030 made
+    them time out. Silent sockets are not work: 1,100 of them (from two other addresses, under the
+    per-source cap) leave REST and gRPC answering at once, and are closed by the header timeout."""
+    idle = open_idle(pod.ports["proxy_http"], 550, first_source=2)
+    idle += open_idle(pod.ports["proxy_grpc"], 550, first_source=3)
+    try:
+        assert len(idle) == 1100
+        start = time.monotonic()
+        assert predict(pod, timeout=5).status_code == 200
+        channel, stub = grpc_stub(pod)
+        with channel:
+            md = [("authorization", f"Bearer {TOKEN}")]
+            assert "Healthy" in stub.Ping(empty_pb2.Empty(), metadata=md, timeout=5).health
+        assert time.monotonic() - start < 3
+        time.sleep(REQUEST_S + IDLE_S + 1)
+        assert closed_at_once(idle) == len(idle), "silent sockets outlived the timeouts"
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_one_source_cannot_take_every_socket(pod):
+    flood, refused = [], 0
+    for _ in range(PER_SOURCE + 100):
+        try:
+            flood.append(connect(pod, "127.0.0.4"))
+        except OSError:  # reset during the handshake: refused at accept
+            refused += 1
+    try:
+        time.sleep(0.3)
+        refused += closed_at_once(flood)
+        assert refused >= 100, "connections over the per-source cap were accepted"
+        assert predict(pod, timeout=5).status_code == 200  # from another address: served
+    finally:
+        for s in flood:
+            s.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("POST", "/explanations/sentiment", 404),
+        ("POST", "/v1/models/sentiment:explain", 404),
+        ("POST", "/v2/models/sentiment/explain", 404),
+        ("POST", "/v2/models/sentiment/infer", 404),
+        ("POST", "/invocations", 404),
+        ("POST", "/models/sentiment/invoke", 404),
+        ("GET", "/api-description", 404),
+        ("OPTIONS", "/", 404),
+        ("GET", "/metrics", 404),
+        ("GET", "/models", 404),
+        ("POST", "/predictions/sentiment/1.0/extra", 404),
+        ("POST", "/predictions/../explanations/sentiment", 404),
+        ("POST", "/predictions/%2e%2e/explanations", 404),
+        ("GET", "/predictions/sentiment", 405),
+        ("DELETE", "/predictions/sentiment", 405),
+        ("POST", "/ping", 405),
+    ],
+)
+def test_only_the_documented_rest_surface_passes_the_door(pod, method, path, status):
+    marker = secrets.token_hex(8)  # the query is not part of the path the allow-list reads
+    with connect(pod) as s:
+        head = request(f"{path}?door={marker}", extra="Content-Length: 2\r\n", body=b"{}")
+        s.sendall(head.replace(b"POST", method.encode(), 1))
+        raw = read_all(s, 3)
+    assert statuses(raw)[:1] == [status], raw[:300]
+    body = raw.split(b"\r\n\r\n", 1)[1]
+    assert json.loads(body)["kind"] == ("not_found" if status == 404 else "method_not_allowed")
+    assert marker not in access_log(pod), "a refused request reached TorchServe"
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "StreamPredictions",
+        "StreamPredictions2",
+        "NoSuchMethod",
+    ],
+)
+def test_only_the_unary_inference_rpcs_pass_the_door(pod, method):
+    """TorchServe 0.12 kills the worker after a StreamPredictions answer without ts_stream_next
+    (issue 22, item 1); at the door streaming RPCs are not served at all."""
+    pb, _, _, _ = stubs.load()
+    channel, _ = grpc_stub(pod)
+    with channel:
+        call = channel.unary_stream(f"{SERVICE}/{method}")
+        body = json.dumps({"text": "a fine film"}).encode()
+        req = pb.PredictionsRequest(model_name="sentiment", input={"body": body})
+        start = time.monotonic()
         with pytest.raises(grpc.RpcError) as e:
-            stub.Ping(empty_pb2.Empty(), timeout=10)
-        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            list(
+                call(
+                    req.SerializeToString(),
+                    metadata=[("authorization", f"Bearer {TOKEN}")],
+                    timeout=10,
+                )
+            )
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert time.monotonic() - start < 2
+
+
+def test_a_grpc_request_over_max_request_size_is_resource_exhausted(pod):
+    """What docs/clients.md promises for a 413 over gRPC (TorchServe itself cancels the call)."""
+    pb, _, _, _ = stubs.load()
+    channel, stub = grpc_stub(pod)
+    with channel:
+        body = json.dumps({"text": "x" * 1_100_000}).encode()
+        req = pb.PredictionsRequest(model_name="sentiment", input={"body": body})
         with pytest.raises(grpc.RpcError) as e:
-            stub.Ping(empty_pb2.Empty(), metadata=md, timeout=10)
-        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert time.monotonic() - start < 4
-        # The silent streams are cut at the server timeout (the proxy cannot tell a silent stream
-        # from a slow inference, so it is above default_response_timeout in a pod), and the
-        # replica serves again.
-        codes = set()
-        for stream in streams:
-            with pytest.raises(grpc.RpcError) as e:
-                next(stream)
-            codes.add(e.value.code())
-        assert time.monotonic() - start < SERVER_S + 3, codes
-        silent.set()
-        assert "Healthy" in stub.Ping(empty_pb2.Empty(), metadata=md, timeout=10).health
+            stub.Predictions(req, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=15)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
+        assert "max_request_size" in e.value.details()
+
+
+def test_the_metrics_port_serves_get_metrics_and_nothing_else(pod):
+    """TorchServe's metrics listener also answers /api-description: it stays on loopback, and the
+    proxy passes GET /metrics only (no token, as Prometheus scrapes)."""
+    url = f"http://127.0.0.1:{pod.ports['proxy_metrics']}"
+    assert predict(pod).status_code == 200  # the frontend's counters exist from the first request
+    r = requests.get(f"{url}/metrics", timeout=10)
+    assert r.status_code == 200 and "ts_inference_requests_total" in r.text
+    for method, path in [("GET", "/api-description"), ("OPTIONS", "/"), ("POST", "/metrics")]:
+        r = requests.request(method, url + path, timeout=10)
+        assert r.status_code == 404 and r.json()["kind"] == "not_found", (method, path)
