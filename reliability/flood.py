@@ -147,7 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle", default="520,1030,3000", help="silent connections per case")
     p.add_argument("--slow", type=int, default=100, help="slow uploads")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
+    p.add_argument(
+        "--proxy-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a PROXY_* setting for the proxy (e.g. an older config's own defaults)",
+    )
     args = p.parse_args(argv)
+    extra = dict(item.split("=", 1) for item in args.proxy_env)
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="flood-") as tmp:
         pod = Pod(
@@ -155,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             {"sentiment": args.archive},
             [token],
             pod_config("cpu"),
-            proxy_env={"PROXY_CONFIG": str(args.proxy_config.resolve())},
+            proxy_env={"PROXY_CONFIG": str(args.proxy_config.resolve())} | extra,
         ).start()
         try:
             rows = run_cases(pod, token, [int(n) for n in args.idle.split(",")], args.slow)
@@ -166,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"config": str(args.proxy_config), "rows": rows}, indent=2)
     )
     lines = [
-        f"# Floods at the pod proxy ({args.proxy_config})",
+        f"# Floods at the pod proxy ({args.proxy_config} {extra or ''})",
         "",
         "| case | attack sockets open | authenticated REST 200 | other answers | p50 ms | max ms | gRPC Ping |",
         "|---|---:|---:|---|---:|---:|---|",

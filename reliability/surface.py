@@ -19,21 +19,12 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from reliability.bodies import Body, malformed_bodies, valid_example
+from reliability.bodies import READ_HEADERS, Body, malformed_bodies, valid_example
 
 UNKNOWN_MODEL = "no-such-model"
 
 MODE_HEADERS = ("describe", "explain", "ts_stream_next", "url_path")
 """Headers TorchServe itself gives a meaning to (BaseHandler modes, its streaming flag)."""
-MODEL_HEADERS = (
-    "Content-Type",
-    "Content-Encoding",
-    "Accept",
-    "X-Sample-Rate",
-    "X-Frequencies",
-    "X-Stream",
-    "X-Stream-State",
-)
 
 
 def _sendable(value: str | bytes) -> bool:
@@ -116,7 +107,7 @@ def rest_attacks(draw, routes: list[tuple[str, str]], models: list[str]) -> Rest
     model = draw(st.sampled_from(models))
     extra = [(m, p.format(model=model)) for m, p in EXTRA_ROUTES]
     method, path = draw(st.sampled_from(routes + extra))
-    names = st.sampled_from(MODE_HEADERS + MODEL_HEADERS)
+    names = st.sampled_from(MODE_HEADERS + READ_HEADERS)
     headers = draw(st.lists(st.tuples(names, HEADER_VALUES), max_size=4, unique_by=lambda h: h[0]))
     return RestAttack(method, path, draw(bodies(model)), tuple(headers))
 
