@@ -39,6 +39,7 @@ from bench.inprocess import (
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
+from clients.pipes import run_cli
 from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import Payloads, PayloadSettings
 
@@ -395,4 +396,4 @@ def _versions() -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))
