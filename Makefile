@@ -56,7 +56,11 @@ $(ARTIFACTS)/%/manifest.json: | $(STAMP)
 
 train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and export what is missing (parity-gated)
 
-$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(wildcard handlers/*.py handlers/*/*.py) | $(STAMP)
+# Every input of an archive is a prerequisite: its artifacts (manifest.json, written last, holds each
+# file's sha256), the whole handlers package it carries (each model-config.yaml included: editing
+# `runtime:` rebuilds) and the code that builds it.
+ARCHIVE_INPUTS := $(shell find handlers -type f ! -path '*/__pycache__/*' ! -name '*.pyc') deploy/archive.py
+$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(ARCHIVE_INPUTS) | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
 
 # MODEL_URI=models:/sentiment@champion (or models:/frequency/3): archive that registered MLflow
