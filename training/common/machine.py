@@ -82,3 +82,11 @@ def cpu_summary(cpu: dict) -> str:
     """One line for a report: 'AMD EPYC, AVX2 (avx2 fma), 2 CPUs'."""
     flags = " ".join(cpu.get("flags") or []) or "no listed flags"
     return f"{cpu.get('model')}, {cpu.get('class')} ({flags}), {cpu.get('cpus')} CPUs"
+
+
+if __name__ == "__main__":  # python -m training.common.machine: this machine's line and details
+    import json
+
+    cpu = describe_cpu()
+    print(cpu_summary(cpu))
+    print(json.dumps(cpu, indent=2))
