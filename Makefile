@@ -29,14 +29,29 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $@
 
 # `source .venv/bin/activate` then also sets TS_CONFIG_FILE, so a bare `torchserve --start` serves
-# with this checkout's config.properties (deploy/venv-activate.sh says how). Idempotent: the block
-# between its markers is replaced, never appended twice.
+# with this checkout's config.properties (deploy/venv-activate.sh says how), in bash, zsh, POSIX sh
+# (dash), fish and csh/tcsh: each activate script gets its hook, and its deactivate one line that
+# takes the hook's settings away. Idempotent: what an earlier run added is removed first.
+ACTIVATE := $(VENV)/bin/activate
 define activate-hook
-sed -i '/^# >>> torchserve-deploy/,/^# <<< torchserve-deploy/d' $(VENV)/bin/activate
-cat deploy/venv-activate.sh >> $(VENV)/bin/activate
+sed -i -e '/^# >>> torchserve-deploy/,/^# <<< torchserve-deploy/d' -e '/# torchserve-deploy$$/d' \
+	$(ACTIVATE) $(ACTIVATE).fish $(ACTIVATE).csh
+sed -i -e '/^    unset VIRTUAL_ENV$$/i\    unset TS_CONFIG_FILE; unset -f torchserve 2>/dev/null || :  # torchserve-deploy' $(ACTIVATE)
+sed -i -e '/^    set -e VIRTUAL_ENV$$/i\    set -e TS_CONFIG_FILE; functions -e torchserve  # torchserve-deploy' $(ACTIVATE).fish
+sed -i -e 's/unsetenv TS_CONFIG_FILE; unalias torchserve; //' \
+	-e "s/^alias deactivate '/&unsetenv TS_CONFIG_FILE; unalias torchserve; /" $(ACTIVATE).csh
+grep -q 'unset TS_CONFIG_FILE' $(ACTIVATE) && grep -q 'set -e TS_CONFIG_FILE' $(ACTIVATE).fish \
+	&& grep -q 'unsetenv TS_CONFIG_FILE' $(ACTIVATE).csh \
+	|| { echo "$(VENV)/bin/activate*: no deactivate to extend (a venv from another Python?)" >&2; exit 1; }
+cat deploy/venv-activate.sh >> $(ACTIVATE)
+cat deploy/venv-activate.fish >> $(ACTIVATE).fish
+cat deploy/venv-activate.csh >> $(ACTIVATE).csh
 endef
 
-install: $(STAMP) haproxy ## Make .venv and install the pinned requirements (every target depends on it)
+install: $(STAMP) haproxy activate-hooks ## Make .venv and install the pinned requirements (every target depends on it)
+
+.PHONY: activate-hooks
+activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests run it on their own venv
 	@$(activate-hook)
 
 # HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
@@ -56,7 +71,11 @@ $(ARTIFACTS)/%/manifest.json: | $(STAMP)
 
 train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and export what is missing (parity-gated)
 
-$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(wildcard handlers/*.py handlers/*/*.py) | $(STAMP)
+# Every input of an archive is a prerequisite: its artifacts (manifest.json, written last, holds each
+# file's sha256), the whole handlers package it carries (each model-config.yaml included: editing
+# `runtime:` rebuilds) and the code that builds it.
+ARCHIVE_INPUTS := $(shell find handlers -type f ! -path '*/__pycache__/*' ! -name '*.pyc') deploy/archive.py
+$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(ARCHIVE_INPUTS) | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
 
 # MODEL_URI=models:/sentiment@champion (or models:/frequency/3): archive that registered MLflow

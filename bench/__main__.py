@@ -39,8 +39,10 @@ from bench.inprocess import (
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
+from clients.pipes import run_cli
 from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import Payloads, PayloadSettings
+from training.common.machine import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx", "onnx-int8": "int8"}
@@ -358,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {
             "platform": platform.platform(),
+            "cpu": describe_cpu(),  # model, class and speed flags: every figure below ran on it
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "load_average_1m": os.getloadavg()[0],
@@ -395,4 +398,4 @@ def _versions() -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from training.common.machine import cpu_summary
+
 
 def _f(x, fmt: str = ".1f") -> str:
     return "–" if x is None else format(x, fmt)
@@ -83,6 +85,7 @@ def markdown_table(report: dict) -> str:
     lines = [
         f"# Serving benchmark ({report['created']})",
         "",
+        f"CPU: {cpu_summary(m['cpu']) if m.get('cpu') else 'not recorded'}; "
         f"{m['cpus']} CPUs, {m['platform']}; torch {v['torch']}, onnxruntime {v['onnxruntime']}, "
         f"torchserve {v['torchserve']}; artifacts `{s['artifacts']}`; at least {s['requests']} "
         f"requests per level (4 per client), one text or one {s.get('signal_samples', 2000)}-sample "

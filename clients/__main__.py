@@ -33,6 +33,7 @@ from typing import Any
 from clients.chunks import read_chunks
 from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
+from clients.pipes import run_cli
 from clients.settings import ClientSettings
 from clients.signals import SignalStream, extract
 
@@ -168,4 +169,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -47,7 +47,10 @@ fi
 cp "$APP/metrics.yaml" metrics.yaml
 mkdir -p model_store
 
-torchserve --start --foreground --ncs --ts-config "$WORK/config.properties" "$@" &
+# TorchServe 0.12 prefers TS_CONFIG_FILE to --ts-config: an inherited one (an activated venv sets it
+# to the checkout's config.properties) would replace this pod's settings, ports included.
+export TS_CONFIG_FILE="$WORK/config.properties"
+torchserve --start --foreground --ncs --ts-config "$TS_CONFIG_FILE" "$@" &
 server=$!
 
 stop() {

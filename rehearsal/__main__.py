@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from clients.pipes import run_cli
 from rehearsal.balancer import Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
 from rehearsal.queueing import load_steps
@@ -363,4 +364,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

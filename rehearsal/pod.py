@@ -89,7 +89,10 @@ class Pod:
         return self.root / "secret" / "frequency-state-key"
 
     def _env(self) -> dict[str, str]:
-        return os.environ | {
+        # A pod's containers start with the image's environment, not the caller's shell: an
+        # activated venv's TS_CONFIG_FILE (the checkout's config.properties) is not the pod's.
+        inherited = {k: v for k, v in os.environ.items() if k != "TS_CONFIG_FILE"}
+        return inherited | {
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
             "TS_WORKDIR": str(self.work),
             "TS_CONFIG_DIR": str(self.root / "config"),

@@ -18,6 +18,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.support.mlflow_server import mlflow_server, model_server
+from training.common.machine import describe_cpu
 from training.common.tracking import TrainingRun
 from training.frequency.config import CONFIGS
 from training.sentiment.config import TINY
@@ -61,6 +62,9 @@ def test_training_run_logs_params_step_metrics_and_reports(server, trained):
     assert run.info.status == "FINISHED"
     assert run.data.params["max_length"] == str(TINY.max_length)
     assert run.data.params["train_size"] == str(TINY.train_size)
+    # The CPU every timing of the run came from (training/common/machine.py).
+    assert run.data.params["machine.class"] == describe_cpu()["class"]
+    assert "machine.cpus" not in run.data.metrics
     m = manifests["sentiment"]["metrics"]
     assert run.data.metrics["test_accuracy"] == pytest.approx(m["test_accuracy"])
     assert run.data.metrics["ece_after"] == pytest.approx(m["ece_after"])

@@ -12,6 +12,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from training.common.machine import describe_cpu
+
 # mlflow is imported where it is used: `--no-track` runs (e.g. on a bare GPU box) need no mlflow.
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,10 +42,11 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 
 def numeric_metrics(metrics: dict) -> dict[str, float]:
-    """Flattened (a.b.c) numeric leaves; strings, lists and None stay out of the metric table."""
+    """Flattened (a.b.c) numeric leaves; strings, lists and None stay out of the metric table, and
+    so does the machine block (a run's params)."""
     return {
         k: float(v)
-        for k, v in _flat(metrics).items()
+        for k, v in _flat({k: v for k, v in metrics.items() if k != "machine"}).items()
         if isinstance(v, int | float) and not isinstance(v, bool)
     }
 
@@ -76,7 +79,9 @@ class TrainingRun:
             experiment_id = experiment.experiment_id
         self._run = mlflow.start_run(experiment_id=experiment_id, tags={"model": self.model})
         self.run_id = self._run.info.run_id
-        params = {k: str(v)[:6000] for k, v in _flat(self.params).items()}
+        # The CPU every timing of the run was measured on (model, class, speed flags).
+        machine = {"machine": describe_cpu()}
+        params = {k: str(v)[:6000] for k, v in _flat(self.params | machine).items()}
         mlflow.log_params(params)
         return self
 

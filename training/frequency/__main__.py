@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from handlers.frequency.settings import ExportGraph, FrequencyExport
+from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
@@ -83,6 +84,7 @@ def run(
         "config": asdict(cfg),
         "trained_steps": trained_steps,
         "train_seconds": round(train_seconds, 1),
+        "machine": describe_cpu(),  # the CPU train_seconds was measured on
         "train": train_eval,
         "test": test_eval,
     }
@@ -94,6 +96,8 @@ def run(
     summary = {
         "arch": cfg.arch,
         "trained_steps": trained_steps,
+        "train_seconds": metrics["train_seconds"],
+        "machine": metrics["machine"],
         "mse_window": {
             k: {"train": train_eval[k]["mse_window"], "test": v["mse_window"]}
             for k, v in test_eval.items()

@@ -10,6 +10,7 @@ import torch
 
 from handlers.sentiment.settings import HEAD_TAIL, SentimentExport
 from training.common import plots
+from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
 from training.common.trainer import TrainerOptions, resolved_accelerator
@@ -139,6 +140,7 @@ def run(
         "config": cfg.name,
         "train_size": len(train),
         "train_seconds": round(history.seconds, 1),
+        "machine": describe_cpu(),  # the CPU the seconds were measured on
         "final_train_loss": round(sum(history.loss[-20:]) / len(history.loss[-20:]), 6),
     }
 
