@@ -55,9 +55,12 @@ activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests ru
 	@$(activate-hook)
 
 # HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
+# The shells the activate hooks support are installed too: their tests run each one.
+SYSTEM_TOOLS := haproxy dash zsh fish tcsh
 .PHONY: haproxy
 haproxy:
-	@command -v haproxy >/dev/null || (apt-get update && apt-get install -y haproxy)
+	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
+	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.

@@ -16,8 +16,11 @@ class Verdict:
     why: str
 
 
-def judge_answer(status: int, body: bytes) -> Verdict:
+def judge_answer(status: int, body: bytes, content_type: str = "") -> Verdict:
     """A bad input must get a 4xx with a JSON reason, or a valid prediction; never a 5xx.
+
+    A prediction is a JSON object or list, or, for a client that asked for one with `Accept`, a
+    float32 answer (`application/octet-stream`, whole little-endian floats).
 
     TorchServe's own 413 (body over max_request_size) has an empty body in 0.12: the status
     alone is the reason, and it is the only 4xx accepted without one.
@@ -29,6 +32,9 @@ def judge_answer(status: int, body: bytes) -> Verdict:
     except ValueError:
         parsed = None
     if 200 <= status < 300:
+        binary = content_type.split(";")[0].strip().lower() == "application/octet-stream"
+        if binary and body and len(body) % 4 == 0:
+            return Verdict(True, status, "float32 prediction")
         if isinstance(parsed, dict | list) and parsed:
             return Verdict(True, status, "prediction")
         return Verdict(False, status, f"2xx without a JSON prediction: {body[:200]!r}")

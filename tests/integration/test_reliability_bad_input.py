@@ -112,7 +112,7 @@ def test_every_served_model_answers_its_valid_example(fuzz_target):
 def test_named_malformed_body_gets_4xx_reason_or_prediction(fuzz_target, body):
     for model in fuzz_target.models:
         r = post(fuzz_target, model, body)
-        verdict = judge_answer(r.status_code, r.content)
+        verdict = judge_answer(r.status_code, r.content, r.headers.get("Content-Type", ""))
         assert verdict.ok, f"{model} {body!r}: {verdict.why}"
 
 
@@ -134,7 +134,7 @@ def test_fuzzed_bodies_never_5xx_and_never_restart_a_worker(fuzz_target):
         model = data.draw(st.sampled_from(models), label="model")
         body = data.draw(malformed_bodies(model), label="body")
         r = post(fuzz_target, model, body)
-        verdict = judge_answer(r.status_code, r.content)
+        verdict = judge_answer(r.status_code, r.content, r.headers.get("Content-Type", ""))
         seen[(model, r.status_code)] += 1
         if not verdict.ok:
             failures.append(f"{model} {body!r}: {verdict.why}")

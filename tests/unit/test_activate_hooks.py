@@ -56,8 +56,7 @@ def checkout(tmp_path_factory) -> Path:
 
 def run_in(shell: str, checkout: Path, where: Path) -> str:
     exe = shutil.which(shell)
-    if exe is None:
-        pytest.skip(f"{shell} is not installed")
+    assert exe, f"{shell} is not installed: `make install` installs every supported shell"
     activate = SCRIPTS[shell].format(venv=".venv" if where == checkout else checkout / ".venv")
     body = "\n".join(
         [activate, SHOW.get(shell, POSIX_SHOW), "deactivate", SHOW_AFTER.get(shell, POSIX_AFTER)]
