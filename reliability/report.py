@@ -60,6 +60,20 @@ def write(summary: dict, out: Path) -> tuple[Path, Path]:
     for r in s.get("fuzz", []):
         lines.append(f"- {json.dumps(r['statuses'])} in {r['seconds']} s")
         lines += [f"  - FAILURE: {f}" for f in r.get("failures", [])]
+    for name, what in (
+        ("surface-rest", "REST routes, methods, headers"),
+        ("surface-grpc", "gRPC RPCs"),
+    ):
+        for r in s.get(name, []):
+            lines.append(
+                f"- Surface ({what}): {r['inputs']} generated requests, each beside valid ones; "
+                + (
+                    "no worker restarted, neighbours unchanged"
+                    if r.get("invariants_held")
+                    else "FAILED: an invariant broke (the test's output says which)"
+                )
+                + f"; statuses {json.dumps(r['statuses'])} in {r['seconds']} s"
+            )
     for r in s.get("overload", []):
         lines.append(
             f"- Overload ({r['case']}): {r['requests']} requests, {r['client_timeouts']} client "

@@ -168,11 +168,14 @@ def test_every_rest_route_method_and_header_keeps_workers_and_neighbours(surface
         assert acceptable(r), f"{attack!r}: {r.status_code} {r.content[:200]!r}"
         surface.check_invariants(model, neighbours, repr(attack))
 
+    held = False
     try:
         run()
+        held = True
     finally:
         record(
             "surface-rest",
+            invariants_held=held,
             routes=len(routes),
             inputs=sum(seen.values()),
             statuses={f"{m} /{p}: {s}": n for (m, p, s), n in sorted(seen.items())},
@@ -195,13 +198,16 @@ def test_every_grpc_rpc_keeps_workers_and_neighbours(surface):
         assert "Worker died" not in details, f"{attack!r}: {code} {details}"
         surface.check_invariants(model, neighbours, repr(attack))
 
+    held = False
     try:
         run()
         time.sleep(1)  # a worker killed after its answer is noticed a moment later
         assert surface.identity() == surface.workers, "workers changed during the gRPC run"
+        held = True
     finally:
         record(
             "surface-grpc",
+            invariants_held=held,
             inputs=sum(seen.values()),
             statuses={f"{m}: {c}": n for (m, c), n in sorted(seen.items())},
             seconds=round(time.monotonic() - started, 1),
