@@ -112,8 +112,6 @@ class ModelHandler:
                     "explanations are not served by this deployment; POST the same body to "
                     f"/predictions/{self.model}"
                 )
-            if not isinstance(row, dict):
-                raise InternalError(rid)  # never seen: TorchServe hands a dict per request
             return self.parse(row, headers)
         except RequestError as err:
             return err

@@ -23,8 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import grpc
 import requests
+from google.protobuf import empty_pb2
 
+from clients import stubs
 from rehearsal.pod import Pod, pod_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,10 +78,6 @@ def slow_upload(port: int, token: str, path: str, source: str = "127.0.0.1") -> 
 
 def victims(pod: Pod, token: str, count: int = 20) -> dict:
     """Authenticated REST predictions (and one gRPC Ping) from 127.0.0.1, one after another."""
-    from google.protobuf import empty_pb2
-
-    from clients import stubs
-
     statuses, latencies = [], []
     for _ in range(count):
         start = time.monotonic()
@@ -93,8 +92,6 @@ def victims(pod: Pod, token: str, count: int = 20) -> dict:
         except requests.RequestException as e:
             statuses.append(type(e).__name__)
         latencies.append(time.monotonic() - start)
-    import grpc
-
     _, pb_grpc, _, _ = stubs.load()
     with grpc.insecure_channel(pod.grpc) as channel:
         try:

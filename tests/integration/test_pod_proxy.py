@@ -26,6 +26,7 @@ from google.protobuf import empty_pb2
 
 from clients import stubs
 from rehearsal.pod import Pod, pod_config
+from reliability import flood
 from reliability.flood import closed_at_once, open_idle, slow_upload
 
 pytestmark = pytest.mark.integration
@@ -72,11 +73,8 @@ def access_log(pod: Pod) -> str:
 
 
 def connect(pod: Pod, source: str = "127.0.0.1", port: str = "proxy_http") -> socket.socket:
-    """A connection to the proxy from `source`: any 127.x.y.z is this machine, and to HAProxy's
-    per-source counters another client."""
-    return socket.create_connection(
-        ("127.0.0.1", pod.ports[port]), timeout=10, source_address=(source, 0)
-    )
+    """A connection to the proxy from `source` (another client to HAProxy's per-source counters)."""
+    return flood.connect(pod.ports[port], source)
 
 
 def read_all(sock: socket.socket, timeout: float = 8) -> bytes:

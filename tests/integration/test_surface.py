@@ -88,7 +88,7 @@ class Surface:
 
     def grpc(self, attack: GrpcAttack) -> tuple[str, str]:
         md = [("authorization", f"Bearer {self.server.keys['inference']}")]
-        if attack.method in ("Ping",):
+        if attack.method == "Ping":
             request = empty_pb2.Empty()
         else:
             request = self.pb.PredictionsRequest(
