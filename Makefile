@@ -56,7 +56,7 @@ activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests ru
 
 # HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
 # The shells the activate hooks support are installed too: their tests run each one.
-SYSTEM_TOOLS := haproxy dash zsh fish tcsh
+SYSTEM_TOOLS := haproxy dash zsh fish tcsh chromium
 .PHONY: haproxy
 haproxy:
 	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
