@@ -1,6 +1,8 @@
 """Runtimes on accelerators: no silent CPU fallback on CUDA (a fake provider list stands in for a
 GPU), MPS where TorchServe hands out a device on a Mac, ORT spinning off, fp16 with its own gate."""
 
+from pathlib import Path
+
 import numpy as np
 import onnxruntime
 import pytest
@@ -210,3 +212,25 @@ def test_cpu_traced_torchscript_is_refused_on_cuda_at_load_with_the_reason(senti
         TorchScriptRuntime(
             sentiment_artifacts / "model.pt", ("input_ids", "attention_mask"), ("logits",), "cuda:0"
         )
+
+
+def test_the_shipped_gpu_runtime_is_one_a_cpu_training_run_produces(
+    sentiment_artifacts, monkeypatch
+):
+    """What GPU replicas serve is the archive's model-config runtime (the GPU overlay changes the
+    image, not the archive). It must be ONNX: `make train` on a CPU-only machine exports a
+    TorchScript that CUDA refuses (test above), while the ONNX graph carries no device and runs
+    under onnxruntime-gpu's CUDA provider (faked here), answering as on the CPU."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load((root / "handlers/sentiment/model-config.yaml").read_text())["handler"]
+    assert config["runtime"] == "onnx"
+    cpu = SentimentPredictor.from_dir(sentiment_artifacts, config)
+    fake = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: fake)
+    monkeypatch.setattr(onnxruntime, "InferenceSession", _CudaLookingSession)
+    gpu = SentimentPredictor.from_dir(sentiment_artifacts, config, device="cuda:0")
+    assert gpu.runtime.device == "cuda:0" and gpu.runtime._session._enable_fallback is False
+    texts = ["a wonderful, moving film", "a dull and pointless movie"]
+    assert gpu.predict(texts) == cpu.predict(texts)
