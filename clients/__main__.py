@@ -45,7 +45,7 @@ def build_payload(args: argparse.Namespace) -> dict | str:
         return {"text": args.text[0]} if len(args.text) == 1 else {"texts": args.text}
     if args.signal is not None or args.synthetic:
         if args.synthetic:
-            from loadtests.payloads import synthetic_signal
+            from handlers.frequency.samples import synthetic_signal
 
             signal = synthetic_signal(args.synthetic, args.sample_rate, seed=args.seed).tolist()
         else:

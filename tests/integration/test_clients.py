@@ -32,7 +32,7 @@ from clients import (
 from clients.signals import SignalStream, extract
 from clients.tokens import ENV_VARS, TokenSource
 from handlers.frequency.state import StateCodec, StreamState
-from loadtests.payloads import synthetic_signal
+from handlers.frequency.samples import synthetic_signal
 from tests.support.torchserve import ROOT, start_torchserve
 
 pytestmark = pytest.mark.integration
