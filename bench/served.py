@@ -14,7 +14,7 @@ import numpy as np
 from clients.client import connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
-from clients.signals import FLOAT32, Extraction
+from handlers.frequency import codec
 
 
 class Probe(Protocol):
@@ -26,11 +26,10 @@ class Probe(Protocol):
 
 
 def float32_request(payload: dict) -> tuple[bytes, dict[str, str]]:
-    """The float32 form of a frequency payload: raw body, parameters in headers, float32 answer."""
-    headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
-    if payload.get("frequencies"):
-        headers["X-Frequencies"] = ",".join(f"{float(f):g}" for f in payload["frequencies"])
-    return np.asarray(payload["signal"], "<f4").tobytes(), headers
+    """The float32 form of a JSON payload (the codec's): raw body, parameters in headers."""
+    return codec.request_float32(
+        payload["signal"], payload.get("frequencies") or None, payload.get("sample_rate")
+    )
 
 
 def served_load(
@@ -62,7 +61,7 @@ def served_load(
         try:
             if body == "float32":
                 r = client().post(model, *request)
-                Extraction.from_float32(r.content, r.headers)
+                codec.decode_answer(r.content, r.headers)
             else:
                 client().predict(model, request)
         except ClientError:

@@ -35,7 +35,7 @@ from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
 from clients.pipes import run_cli
 from clients.settings import ClientSettings
-from clients.signals import SignalStream, extract
+from handlers.frequency.client import SignalStream, extract
 
 
 def build_payload(args: argparse.Namespace) -> dict | str:

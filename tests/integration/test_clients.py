@@ -29,7 +29,7 @@ from clients import (
     ModelNotFound,
     connect,
 )
-from clients.signals import SignalStream, extract
+from handlers.frequency.client import SignalStream, extract
 from clients.tokens import ENV_VARS, TokenSource
 from handlers.frequency.state import StateCodec, StreamState
 from handlers.frequency.samples import synthetic_signal
