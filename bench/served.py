@@ -1,5 +1,5 @@
 """Served throughput and latency percentiles through a real TorchServe at a few concurrencies,
-with JSON bodies or (frequency) float32 bodies and answers."""
+with JSON bodies or (a model that takes them) float32 bodies and answers."""
 
 from __future__ import annotations
 

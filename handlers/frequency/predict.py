@@ -11,19 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import orjson
 
 from handlers.codec import Reply
 from handlers.errors import BadField, RequestError, header_value
 from handlers.frequency import codec
-from handlers.frequency.codec import STATE_HEADER, SignalRequest
+from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import Components, FrequencyEngine
 from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.state import StateCodec, StreamState, load_key
 from handlers.frequency.windowing import num_windows
 from handlers.predictor import Predictor
-
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,11 @@ def decode_answer(body: dict | list) -> list[TextAnswer]:
     items = body if isinstance(body, list) else [body]
     return [
         TextAnswer(
-            a["label"], dict(a["probabilities"]), dict(a.get("uncertainty") or {}),
-            bool(a.get("truncated", False)), dict(a.get("model") or {}),
+            a["label"],
+            dict(a["probabilities"]),
+            dict(a.get("uncertainty") or {}),
+            bool(a.get("truncated", False)),
+            dict(a.get("model") or {}),
         )  # fmt: skip
         for a in items
     ]

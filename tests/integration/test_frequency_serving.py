@@ -12,6 +12,7 @@ import pytest
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
+from handlers.frequency.codec import STATE_HEADER
 from handlers.frequency.settings import parse_settings
 from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
@@ -19,7 +20,6 @@ from training.frequency.data import make_signal
 
 PATH = "/predictions/frequency"
 RAW = "application/octet-stream"
-STATE_HEADER = "X-Stream-State"
 
 
 pytestmark = pytest.mark.integration
