@@ -14,7 +14,7 @@ import numpy as np
 from clients.client import connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
-from handlers.frequency import codec
+from handlers import registry
 
 
 class Probe(Protocol):
@@ -25,9 +25,19 @@ class Probe(Protocol):
     def stop(self, seconds: float) -> dict: ...
 
 
-def float32_request(payload: dict) -> tuple[bytes, dict[str, str]]:
-    """The float32 form of a JSON payload (the codec's): raw body, parameters in headers."""
-    return codec.request_float32(
+def binary_codec(model: str | None = None):
+    """The codec of `model`, else of the registered model whose codec writes float32 bodies."""
+    if model is not None:
+        return registry.get(model).codec()
+    (codec,) = [c for c in (m.codec() for m in registry.MODELS) if hasattr(c, "request_float32")][
+        :1
+    ]
+    return codec
+
+
+def float32_request(payload: dict, model: str | None = None) -> tuple[bytes, dict[str, str]]:
+    """The float32 form of a JSON payload (the model's codec): raw body, parameters in headers."""
+    return binary_codec(model).request_float32(
         payload["signal"], payload.get("frequencies") or None, payload.get("sample_rate")
     )
 
@@ -47,7 +57,8 @@ def served_load(
     local = threading.local()
     clients = []
     lock = threading.Lock()
-    requests = [float32_request(p) for p in payloads] if body == "float32" else payloads
+    codec = binary_codec(model) if body == "float32" else None
+    requests = [float32_request(p, model) for p in payloads] if codec else payloads
 
     def client():
         if not hasattr(local, "client"):
@@ -61,7 +72,7 @@ def served_load(
         try:
             if body == "float32":
                 r = client().post(model, *request)
-                codec.decode_answer(r.content, r.headers)
+                codec.decode_answer(r.content, r.headers)  # type: ignore[union-attr]
             else:
                 client().predict(model, request)
         except ClientError:

@@ -181,7 +181,7 @@ class Telemetry:
             self.emit(UNCERTAINTY, float(v), Measure=measure)
 
     def extractions(self, frequencies: Iterable[float], stds: Iterable[Any]) -> None:
-        """Signal decomposition: one prediction per extracted component, labelled by its frequency, with the
+        """Signal decomposition: one prediction per extracted component, labelled by its Hz, with the
         component's mean MC-dropout std as its uncertainty score."""
         pairs = [(f, _mean(sd)) for f, sd in zip(frequencies, stds, strict=True)]
         self.predictions(f"{f:g}Hz" for f, _ in pairs)
