@@ -132,7 +132,9 @@ def run(args: argparse.Namespace) -> str:
         raise SystemExit("pull: --name names one model's file; not with --all")
     lines = []
     for model in registry.names() if args.all else [args.model]:
-        got = pull(model, args.dest, layout, args.version, args.stage, args.name, settings, progress)
+        got = pull(
+            model, args.dest, layout, args.version, args.stage, args.name, settings, progress
+        )
         m = got.manifest
         served = m.get("training_version") or m["version"]
         lines.append(

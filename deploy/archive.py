@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("model", nargs="?", help=f"model family: one of {', '.join(registered_models())}")
+    p.add_argument(
+        "model", nargs="?", help=f"model family: one of {', '.join(registered_models())}"
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--artifacts", type=Path, help="an artifact directory (artifacts/<model>)")
     src.add_argument(

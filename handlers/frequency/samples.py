@@ -26,9 +26,9 @@ EXTRACT = ((1.0,), (1.0, 3.0), (1.0, 3.0, 5.0, 7.0))
 
 def binary_example() -> tuple[bytes, str, dict[str, str]]:
     """EXAMPLE's signal as a float32 body."""
-    from handlers.frequency.codec import encode_request
+    from handlers.frequency.codec import request_float32
 
-    body, headers = encode_request(EXAMPLE["signal"])
+    body, headers = request_float32(EXAMPLE["signal"])
     return body, headers["Content-Type"], {}
 
 

@@ -126,3 +126,12 @@ def test_registry_names_each_model_once_and_finds_variants():
     for m in MODELS:
         assert get(f"{m.name}_onnx") is m and m.model_config.is_file()
         assert m.example(), f"{m.name} has no EXAMPLE hook"
+
+
+def test_every_binary_example_decodes_on_the_server():
+    for m in MODELS:
+        binary = m.hook("binary_example")
+        if binary is None:
+            continue
+        body, ctype, headers = binary()
+        assert m.name != "frequency" or _server_decode(body, headers | {"Content-Type": ctype})
