@@ -1,6 +1,6 @@
 """Wait until TorchServe (started from this directory) has READY workers for the named models.
 
-python -m deploy.wait_ready --config config.properties sentiment frequency
+python -m deploy.wait_ready --config config.properties MODEL [MODEL ...]
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 
     probe.py live     /ping answers 200
     probe.py ready    ... and every model in load_models has a READY worker (management API);
+                      load_models=all: every .mar in the model store
                       a model without one is reported with its worker's last load failure
                       from model_log.log (e.g. "GPU unavailable: ..." on a GPU replica)
     probe.py live --inference http://127.0.0.1:8085 --token-file F --require URL
@@ -73,9 +74,18 @@ def check_ping(args: argparse.Namespace) -> str | None:
     return None
 
 
+def loaded_models(config: dict, workdir: Path) -> list[str]:
+    """The models TorchServe loads at start: load_models' list, or every archive in the store."""
+    names = config.get("load_models", "").strip()
+    if names.lower() == "all":
+        store = workdir / config.get("model_store", "model_store")
+        return sorted(p.stem for p in store.glob("*.mar"))
+    return [m.strip().removesuffix(".mar") for m in names.split(",")]
+
+
 def check_models(args: argparse.Namespace) -> str | None:
     config = read_properties(args.workdir / "config.properties")
-    models = [m.strip().removesuffix(".mar") for m in config.get("load_models", "").split(",")]
+    models = loaded_models(config, args.workdir)
     for model in filter(None, models):
         status, body = authorized(f"{args.management}/models/{model}", "management", args)
         if status != 200:

@@ -251,13 +251,13 @@ def test_every_replica_signs_stream_states_with_the_key_from_one_secret(rendered
     spec = pod(rendered, overlay)["spec"]
     (ts,) = [c for c in spec["containers"] if c["name"] == "torchserve"]
     path = {e["name"]: e.get("value") for e in ts["env"]}[KEY_FILE_ENV]
-    mount = secrets_mounted(spec, ts)["torchserve-frequency-state-key"]
+    mount = secrets_mounted(spec, ts)["torchserve-stream-state-key"]
     # subPath: fixed for the container's life, so a restarted worker keeps its siblings' key.
     assert mount["mountPath"] == path and mount["subPath"] and mount["readOnly"] is True
     (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
     assert not volume["secret"].get("optional", False)
     assert all(
-        "torchserve-frequency-state-key" not in secrets_mounted(spec, c)
+        "torchserve-stream-state-key" not in secrets_mounted(spec, c)
         for c in containers(spec)
         if c is not ts
     ), "only TorchServe's workers sign states"
@@ -265,7 +265,7 @@ def test_every_replica_signs_stream_states_with_the_key_from_one_secret(rendered
     blacklist = re.compile(CONFIG.get("blacklist_env_vars", "(?!)"))
     assert not blacklist.search(KEY_FILE_ENV)
     doc = (ROOT / "docs/kubernetes.md").read_text()
-    assert "create secret generic torchserve-frequency-state-key" in doc
+    assert "create secret generic torchserve-stream-state-key" in doc
 
 
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
@@ -331,15 +331,14 @@ def test_no_service_or_container_port_exposes_the_management_api(rendered, overl
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
 def test_init_containers_pull_every_model_the_config_loads_into_the_served_store(rendered, overlay):
     spec = pod(rendered, overlay)["spec"]
-    models = {m.strip().removesuffix(".mar") for m in CONFIG["load_models"].split(",")}
-    pulled, dests = set(), set()
-    for c in spec["initContainers"]:
-        argv = c["command"] + c["args"]
-        assert argv[:4] == ["python", "-m", "deploy", "pull"]
-        pulled.add(argv[4])
-        dests.add(argv[argv.index("--dest") + 1])
-        assert "--stage" in argv
-    assert pulled == models
+    # load_models=all serves the store; the init container fills it with every registered model.
+    assert CONFIG["load_models"] == "all"
+    dests = set()
+    (init,) = spec["initContainers"]
+    argv = init["command"] + init["args"]
+    assert argv[:5] == ["python", "-m", "deploy", "pull", "--all"]
+    dests.add(argv[argv.index("--dest") + 1])
+    assert "--stage" in argv
     (ts,) = [c for c in spec["containers"] if c["name"] == "torchserve"]
     store = {m["name"]: m["mountPath"] for m in ts["volumeMounts"]}["model-store"]
     # config.properties names model_store relative to TorchServe's working dir (the "work" mount).
