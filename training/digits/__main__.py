@@ -162,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
     add_trainer_args(p)
-    p.add_argument("--threads", type=int, default=2)
+    # One thread by default, as frequency: on a shared 2-core machine a second intra-op thread
+    # only spins against the other jobs for a network this small.
+    p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     cfg = CONFIGS[args.config]
