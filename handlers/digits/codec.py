@@ -95,8 +95,8 @@ def decode_image(data: bytes, fmt: str, settings: DigitsSettings) -> np.ndarray:
         )
     try:
         im.load()
-        im = ImageOps.exif_transpose(im)  # a phone photo's rotation is in its EXIF
-        return _grey(im)
+        upright = ImageOps.exif_transpose(im)  # a phone photo's rotation is in its EXIF
+        return _grey(upright)
     except _DECODE_ERRORS:
         raise BadEncoding(f"the {fmt} image is truncated or corrupt") from None
 
