@@ -40,6 +40,4 @@ class DigitsHandler(ModelHandler):
         return self.predictor.reply(answer)
 
     def report(self, answers: list[DigitsAnswer]) -> None:
-        predictions = [c for a in answers for c in a.predictions]
-        self.telemetry.predictions(c.label for c in predictions)
-        self.telemetry.uncertainty("entropy", [c.entropy for c in predictions])
+        self.predictor.report(answers, self.telemetry)

@@ -144,3 +144,10 @@ class DigitsPredictor(Predictor[DigitsSettings]):
 
     def reply(self, answer: DigitsAnswer) -> Reply:
         return Reply(json.dumps(self.body(answer)), "application/json", {})
+
+    @staticmethod
+    def report(answers: list[DigitsAnswer], telemetry: Any) -> None:
+        """Predicted labels and each answer's entropy, for the operator (handlers/telemetry.py)."""
+        predictions = [c for a in answers for c in a.predictions]
+        telemetry.predictions(c.label for c in predictions)
+        telemetry.uncertainty("entropy", [c.entropy for c in predictions])

@@ -230,3 +230,20 @@ def test_tiny_config_trains_a_resnet_with_residual_blocks():
     cfg = dataclasses.replace(CONFIGS["tiny"], arch="resnet")
     model = build_model(cfg.arch, cfg.input_shape[0], 10, cfg.width, cfg.dropout)
     assert any(type(m).__name__ == "BasicBlock" for m in model.modules())
+
+
+def test_report_counts_labels_and_entropy(digits_artifacts, test_split):
+    from handlers.telemetry import PREDICTIONS, UNCERTAINTY, Telemetry
+
+    class Recorder:
+        def __init__(self):
+            self.names = []
+
+        def add_metric(self, name, value, unit, idx, dims, metric_type=None):
+            self.names.append(name)
+
+    predictor = DigitsPredictor.from_dir(digits_artifacts, CONFIG)
+    answers = predictor.predict([ImageRequest(tuple(test_split.greys[:3]), many=True)])
+    recorder = Recorder()
+    predictor.report(answers, Telemetry(recorder, "digits"))
+    assert recorder.names.count(UNCERTAINTY) == 3 and PREDICTIONS in recorder.names
