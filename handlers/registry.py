@@ -87,6 +87,7 @@ class ModelSpec:
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("sentiment"),
     ModelSpec("frequency"),
+    ModelSpec("digits"),
 )
 
 
