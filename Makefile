@@ -9,7 +9,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARTIFACTS := artifacts
 STORE := model_store
-MODELS := sentiment frequency
+# The served models, from their registry (handlers/registry.py: stdlib only, any python3 reads it).
+REGISTRY = $(firstword $(wildcard $(PY)) $(PYTHON_SYS)) -m handlers.registry
+MODELS := $(shell $(REGISTRY) names)
 export PYTHONPATH := $(CURDIR)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -65,12 +67,14 @@ haproxy:
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.
 # Training runs on Lightning and logs to MLflow (mlruns.db here, or MLFLOW_TRACKING_URI), which
-# registers each parity-checked export. TRAIN_ARGS e.g. "--accelerator cuda" or "--resume";
-# FREQUENCY_ARCH=lstm-attention trains the attention variant (docs/architecture.md).
+# registers each parity-checked export. TRAIN_ARGS e.g. "--accelerator cuda" or "--resume", for
+# every model; a model's own options come from its train_args hook (handlers/<model>/samples.py,
+# which may read its own variables) and TRAIN_ARGS_<model> overrides them.
 TRAIN_ARGS ?=
-FREQUENCY_ARCH ?= lstm
+# (MAKEOVERRIDES: variables given on the make command line reach the hooks too.)
+$(foreach m,$(MODELS),$(eval TRAIN_ARGS_$(m) ?= $(shell env $(MAKEOVERRIDES) $(REGISTRY) train-args $(m))))
 $(ARTIFACTS)/%/manifest.json: | $(STAMP)
-	$(PY) -m training.$* --out $(ARTIFACTS)/$* $(if $(filter frequency,$*),--arch $(FREQUENCY_ARCH)) $(TRAIN_ARGS)
+	$(PY) -m training.$* --out $(ARTIFACTS)/$* $(TRAIN_ARGS_$*) $(TRAIN_ARGS)
 
 train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and export what is missing (parity-gated)
 
@@ -81,7 +85,7 @@ ARCHIVE_INPUTS := $(shell find handlers -type f ! -path '*/__pycache__/*' ! -nam
 $(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(ARCHIVE_INPUTS) | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
 
-# MODEL_URI=models:/sentiment@champion (or models:/frequency/3): archive that registered MLflow
+# MODEL_URI=models:/<model>@champion (or models:/<model>/3): archive that registered MLflow
 # version instead of artifacts/ (python -m training.registry alias|list).
 MODEL_URI ?=
 archive: $(if $(MODEL_URI),archive-registered,$(foreach m,$(MODELS),$(STORE)/$(m).mar)) ## Build model_store/<model>.mar with torch-model-archiver (MODEL_URI= from the MLflow registry)
@@ -123,9 +127,9 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 	mkdir -p reports
 	$(VENV)/bin/locust -f loadtests/locustfile.py --headless --only-summary --csv reports/loadtest --html reports/loadtest.html $(LOADTEST_ARGS)
 
-# BENCH_ARGS: options of `python -m bench`, e.g. "--models sentiment --runtimes onnx --concurrency 1,4" or "--models frequency --bodies json,float32 --workers 1,2".
+# BENCH_ARGS: options of `python -m bench`, e.g. "--models <model> --runtimes onnx --concurrency 1,4" or "--bodies json,float32 --workers 1,2".
 BENCH_ARGS ?=
-bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, frequency JSON+float32 bodies, time breakdown; reports/bench.{json,md,png}
+bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, time breakdown; reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.
@@ -177,10 +181,10 @@ fmt: $(STAMP) ## Format and autofix with ruff (what `make lint` then checks)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --no-frequency-streams skips the stream check.
+# REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --no-streams skips the stream check.
 REHEARSE_ARGS ?=
 .PHONY: rehearse
-rehearse: $(STAMP) haproxy ## Two replicas behind HAProxy under Locust: rolling restart, kill, frequency streams → reports/rehearsal.{md,json}
+rehearse: $(STAMP) haproxy ## Two replicas behind HAProxy under Locust: rolling restart, kill, streams → reports/rehearsal.{md,json}
 	$(PY) -m rehearsal $(REHEARSE_ARGS)
 
 .PHONY: reliability  # a folder of that name exists: never 'up to date'

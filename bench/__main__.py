@@ -41,7 +41,7 @@ from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
 from clients.pipes import run_cli
 from handlers.runtime import RUNTIME_FILES
-from loadtests.payloads import Payloads, PayloadSettings
+from loadtests.payloads import bench_feed
 from training.common.machine import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,13 +52,9 @@ BODIES = ("json", "float32")
 
 
 def bench_payloads(model: str, n: int, signal_samples: int = 2000) -> list[dict]:
-    # One text (or signal) per request: the unit both sides count, whatever batching does. Every
-    # signal has the same length and asks for every frequency: the shape the ratio is quoted for.
-    settings = PayloadSettings(
-        batch_sizes=(1,), signal_lengths=(signal_samples,), extract=((1.0, 3.0, 5.0, 7.0),)
-    )
-    payloads = Payloads(settings, seed=0)
-    return [payloads.for_model(model) for _ in range(n)]
+    # One unit per request, one shape for every request (each model's bench_feed hook): the unit
+    # both sides count, whatever batching does, and the shape the ratio is quoted for.
+    return bench_feed(model, n, signal_samples=signal_samples)
 
 
 def set_workers(server, archive: str, workers: int) -> None:

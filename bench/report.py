@@ -1,5 +1,5 @@
 """The benchmark report: markdown tables (served levels, open-loop p99/p50, where the time goes,
-frequency's handler path against the bare model per body kind) and a PNG of throughput and p99
+a model's handler path against the bare model per body kind) and a PNG of throughput and p99
 against concurrency, one line per runtime × body × protocol."""
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ def markdown_table(report: dict) -> str:
         f"requests per level (4 per client), one text or one {s.get('signal_samples', 2000)}-sample "
         f"signal (all four frequencies) per request, protocols "
         f"{', '.join(p.upper() for p in s['protocols'])} (float32 bodies: REST); load average "
-        f"{_f(m.get('load_average_1m'))} at the end. Body column: the frequency body kind "
-        f"(sentiment is JSON), ×N when N workers served it.",
+        f"{_f(m.get('load_average_1m'))} at the end. Body column: the body kind "
+        f"(JSON, or float32 for a model that takes it), ×N when N workers served it.",
         "",
         "## Summary",
         "",
@@ -192,7 +192,7 @@ def markdown_table(report: dict) -> str:
 
 
 def handler_table(report: dict) -> list[str]:
-    """Frequency: the handler's whole path in process per body kind against the bare model, and
+    """Models with a handler-path row: the handler's whole path in process per body kind against the bare model, and
     the best served throughput of that body kind against both."""
     rows, seen = [], set()
     for r in report["results"]:

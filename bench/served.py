@@ -1,5 +1,5 @@
 """Served throughput and latency percentiles through a real TorchServe at a few concurrencies,
-with JSON bodies or (frequency) float32 bodies and answers."""
+with JSON bodies or (a model that takes them) float32 bodies and answers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 from clients.client import connect
 from clients.errors import ClientError
 from clients.settings import ClientSettings
-from clients.signals import FLOAT32, Extraction
+from handlers import registry
 
 
 class Probe(Protocol):
@@ -25,12 +25,21 @@ class Probe(Protocol):
     def stop(self, seconds: float) -> dict: ...
 
 
-def float32_request(payload: dict) -> tuple[bytes, dict[str, str]]:
-    """The float32 form of a frequency payload: raw body, parameters in headers, float32 answer."""
-    headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
-    if payload.get("frequencies"):
-        headers["X-Frequencies"] = ",".join(f"{float(f):g}" for f in payload["frequencies"])
-    return np.asarray(payload["signal"], "<f4").tobytes(), headers
+def binary_codec(model: str | None = None):
+    """The codec of `model`, else of the registered model whose codec writes float32 bodies."""
+    if model is not None:
+        return registry.get(model).codec()
+    (codec,) = [c for c in (m.codec() for m in registry.MODELS) if hasattr(c, "request_float32")][
+        :1
+    ]
+    return codec
+
+
+def float32_request(payload: dict, model: str | None = None) -> tuple[bytes, dict[str, str]]:
+    """The float32 form of a JSON payload (the model's codec): raw body, parameters in headers."""
+    return binary_codec(model).request_float32(
+        payload["signal"], payload.get("frequencies") or None, payload.get("sample_rate")
+    )
 
 
 def served_load(
@@ -48,7 +57,8 @@ def served_load(
     local = threading.local()
     clients = []
     lock = threading.Lock()
-    requests = [float32_request(p) for p in payloads] if body == "float32" else payloads
+    codec = binary_codec(model) if body == "float32" else None
+    requests = [float32_request(p, model) for p in payloads] if codec else payloads
 
     def client():
         if not hasattr(local, "client"):
@@ -62,7 +72,7 @@ def served_load(
         try:
             if body == "float32":
                 r = client().post(model, *request)
-                Extraction.from_float32(r.content, r.headers)
+                codec.decode_answer(r.content, r.headers)  # type: ignore[union-attr]
             else:
                 client().predict(model, request)
         except ClientError:

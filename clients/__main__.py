@@ -35,7 +35,7 @@ from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
 from clients.pipes import run_cli
 from clients.settings import ClientSettings
-from clients.signals import SignalStream, extract
+from handlers.frequency.client import SignalStream, extract
 
 
 def build_payload(args: argparse.Namespace) -> dict | str:
@@ -45,7 +45,7 @@ def build_payload(args: argparse.Namespace) -> dict | str:
         return {"text": args.text[0]} if len(args.text) == 1 else {"texts": args.text}
     if args.signal is not None or args.synthetic:
         if args.synthetic:
-            from loadtests.payloads import synthetic_signal
+            from handlers.frequency.samples import synthetic_signal
 
             signal = synthetic_signal(args.synthetic, args.sample_rate, seed=args.seed).tolist()
         else:

@@ -3,8 +3,8 @@
     from clients import connect
     with connect("grpc") as c:
         c.health()                                  # {"status": "Healthy"}
-        c.list_models()                             # ["frequency", "sentiment"]
-        c.predict("sentiment", {"text": "Great film"})
+        c.list_models()                             # the served names
+        c.predict(model, handlers.<model>.codec.request_json(...))
 
 Every call raises a `clients.errors.ClientError` subclass carrying the server's reason, the same
 one for the same failure over either protocol. A refused token is refreshed once (see tokens.py).
@@ -54,7 +54,7 @@ def encode_payload(payload: Payload) -> tuple[bytes, str]:
 
 
 def decode_answer(body: bytes) -> Any:
-    # orjson: a frequency answer holds tens of thousands of floats (6x faster than json.loads).
+    # orjson: an answer may hold tens of thousands of floats (6x faster than json.loads).
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -1,12 +1,13 @@
 """python -m deploy publish|promote|rollback|list|pull: the S3 model store from the command line.
 
     python -m deploy create-bucket --bucket B
-    python -m deploy publish model_store/sentiment.mar --bucket B --prefix models
-    python -m deploy promote sentiment 2026.11.25-213100-abc123def456 --stage production --bucket B
-    python -m deploy promote sentiment --archive model_store/sentiment.mar --stage production --bucket B
-    python -m deploy rollback sentiment --stage production --bucket B
-    python -m deploy list [sentiment] --bucket B
-    python -m deploy pull sentiment --stage production --dest model_store --bucket B
+    python -m deploy publish model_store/MODEL.mar --bucket B --prefix models
+    python -m deploy promote MODEL 2026.11.25-213100-abc123def456 --stage production --bucket B
+    python -m deploy promote MODEL --archive model_store/MODEL.mar --stage production --bucket B
+    python -m deploy rollback MODEL --stage production --bucket B
+    python -m deploy list [MODEL] --bucket B
+    python -m deploy pull MODEL --stage production --dest model_store --bucket B
+    python -m deploy pull --all --stage production --dest model_store --bucket B   # every registered model
 
 Credentials and region: the standard AWS chain. --endpoint-url (or AWS_ENDPOINT_URL) for
 S3-compatible stores. --bucket / --prefix default to MODEL_BUCKET / MODEL_PREFIX.
@@ -33,6 +34,7 @@ from deploy.s3 import (
 from deploy.s3.archive_info import read_training_manifest
 from deploy.s3.bucket import create_bucket
 from deploy.s3.catalog import format_rows
+from handlers import registry
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,7 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("model", nargs="?")
 
     s = sub.add_parser("pull", parents=[common], help="download, verify, then install a version")
-    s.add_argument("model")
+    which_model = s.add_mutually_exclusive_group(required=True)
+    which_model.add_argument("model", nargs="?")
+    which_model.add_argument(
+        "--all", action="store_true", help="every registered model (handlers/registry.py)"
+    )
     which = s.add_mutually_exclusive_group(required=True)
     which.add_argument("--version")
     which.add_argument("--stage", choices=STAGES)
@@ -122,15 +128,20 @@ def run(args: argparse.Namespace) -> str:
         return f"{args.model} {args.stage} rolled back to {doc['version']}"
     if args.command == "list":
         return format_rows(list_versions(layout, args.model, settings))
-    got = pull(
-        args.model, args.dest, layout, args.version, args.stage, args.name, settings, progress
-    )
-    m = got.manifest
-    served = m.get("training_version") or m["version"]
-    return (
-        f"pulled {m['model']} {m['version']} (sha256 {m['sha256']} verified) to {got.path}; "
-        f"answers report model.version {served}"
-    )
+    if args.all and args.name:
+        raise SystemExit("pull: --name names one model's file; not with --all")
+    lines = []
+    for model in registry.names() if args.all else [args.model]:
+        got = pull(
+            model, args.dest, layout, args.version, args.stage, args.name, settings, progress
+        )
+        m = got.manifest
+        served = m.get("training_version") or m["version"]
+        lines.append(
+            f"pulled {m['model']} {m['version']} (sha256 {m['sha256']} verified) to {got.path}; "
+            f"answers report model.version {served}"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

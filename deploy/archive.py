@@ -5,8 +5,8 @@ lists (tokenizer, head), manifest.json, the whole `handlers` package and the mod
 (TorchServe batching + the handler's settings). Every file is checked against the manifest's sha256
 before it is packed, so a tampered artifact never becomes an archive.
 
-    python -m deploy.archive sentiment --artifacts artifacts/sentiment --out model_store
-    python -m deploy.archive --model-uri models:/sentiment@champion --out model_store
+    python -m deploy.archive MODEL --artifacts artifacts/MODEL --out model_store
+    python -m deploy.archive --model-uri models:/MODEL@champion --out model_store
 
 From a registered MLflow version (`--model-uri`), the version's staged files are downloaded,
 checked against its sha256 tags, and archived the same way; the archive's manifest.json then
@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from handlers.manifest import read_manifest, sha256_file
+from handlers.registry import names as registered_models
 from handlers.runtime import RUNTIME_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("model", nargs="?", help="model family: sentiment or frequency")
+    p.add_argument(
+        "model", nargs="?", help=f"model family: one of {', '.join(registered_models())}"
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--artifacts", type=Path, help="an artifact directory (artifacts/<model>)")
     src.add_argument(

@@ -13,7 +13,7 @@ from pathlib import Path
 import requests
 
 # Re-exported: the readers of TorchServe's files live in deploy/ts_files.py.
-from deploy.ts_files import read_keys, read_properties, render_properties
+from deploy.ts_files import load_failure, read_keys, read_properties, render_properties
 
 __all__ = ["model_status", "read_keys", "read_properties", "render_properties", "wait_ready"]
 
@@ -34,10 +34,13 @@ def wait_ready(
     models: list[str],
     timeout: float = 300,
     alive: Callable[[], bool] | None = None,
+    logs: str | Path | None = None,
 ) -> None:
     """Block until every model has at least one READY worker, or raise TimeoutError.
 
     alive: says whether the server still runs; when it stops, waiting ends at once.
+    logs: TorchServe's log folder; a model's last load failure there (its worker's ArchiveError,
+    e.g. "GPU unavailable: ...") is quoted in the TimeoutError.
     """
     deadline = time.monotonic() + timeout
     pending = list(models)
@@ -53,6 +56,9 @@ def wait_ready(
                     pending.remove(model)
                 else:
                     last = f"{model}: {[w.get('status') for w in workers]}"
+                    reason = load_failure(logs, model) if logs is not None else None
+                    if reason:
+                        last += f"; last load failure: {reason[:300]}"
         except (OSError, ValueError, KeyError, requests.RequestException) as e:
             last = repr(e)
         if pending:

@@ -1,5 +1,6 @@
-"""TorchServe's own files, read one way by everything here: `config.properties` and the
-`key_file.json` it writes into its working directory (token authorization).
+"""TorchServe's own files, read one way by everything here: `config.properties`, the
+`key_file.json` it writes into its working directory (token authorization), and the reason a
+model's worker last failed to load, from its `model_log.log`.
 
 Standard library only: the pod's probe (docker/probe.py) imports it every few seconds, and the
 clients import it without the serving stack.
@@ -8,12 +9,23 @@ clients import it without the serving stack.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 CONFIG_FILE = "config.properties"
 KEY_FILE = "key_file.json"
 KEY_NAMES = {"inference": "inference", "management": "management", "api": "API"}
 """Our key kinds → the names TorchServe writes in key_file.json."""
+MODEL_LOG = "model_log.log"
+LOG_TAIL_BYTES = 512 * 1024
+"""How much of the end of model_log.log is searched for a load failure: a worker that cannot
+load retries with back-off, so its latest traceback is always near the end."""
+_LOG_LINE = re.compile(r" W-\d+-(?P<thread>\S+)-std(?:out|err) MODEL_LOG - (?P<message>.*)$")
+_LOAD_FAILURE = re.compile(
+    r"^(?:(?:[\w.]+\.)?ArchiveError: (?P<archive>.+)"
+    r"|Failed to load model (?P<name>\S+), exception (?P<exception>.+))$"
+)
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -60,3 +72,33 @@ def read_keys(path: str | Path) -> dict[str, str]:
         path = path / KEY_FILE
     data = json.loads(path.read_text())
     return {kind: data[name]["key"] for kind, name in KEY_NAMES.items() if name in data}
+
+
+def log_dir(workdir: str | Path = ".") -> Path:
+    """Where TorchServe writes its logs: $LOG_LOCATION (the images set it), else logs/ under the
+    directory it was started from."""
+    location = os.environ.get("LOG_LOCATION")
+    return Path(location) if location else Path(workdir) / "logs"
+
+
+def load_failure(logs: str | Path, model: str, tail_bytes: int = LOG_TAIL_BYTES) -> str | None:
+    """The reason `model`'s worker last failed to load, from the end of model_log.log in `logs`:
+    the message of the handler's ArchiveError (a GPU replica without its GPU says "GPU
+    unavailable: ...") or of TorchServe's "Failed to load model" line. None when the log is absent
+    or names no such failure for this model."""
+    path = Path(logs) / MODEL_LOG
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    reason = None
+    for line in text.splitlines():
+        m = _LOG_LINE.search(line)
+        if not m or not m["thread"].startswith(f"{model}_"):
+            continue
+        failure = _LOAD_FAILURE.match(m["message"].strip())
+        if failure:
+            reason = failure["archive"] or failure["exception"]
+    return reason

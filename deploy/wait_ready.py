@@ -1,6 +1,6 @@
 """Wait until TorchServe (started from this directory) has READY workers for the named models.
 
-python -m deploy.wait_ready --config config.properties sentiment frequency
+python -m deploy.wait_ready --config config.properties MODEL [MODEL ...]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from deploy.serving import read_properties, wait_ready
+from deploy.ts_files import log_dir
 
 
 def server_running() -> bool:
@@ -37,11 +38,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="config.properties")
     p.add_argument("--keys-dir", default=".", help="where TorchServe wrote key_file.json")
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument(
+        "--logs",
+        default=str(log_dir(".")),
+        help="TorchServe's log folder: a model's last load failure is quoted on timeout",
+    )
     args = p.parse_args(argv)
     props = read_properties(args.config)
     try:
         wait_ready(
-            props["management_address"], args.keys_dir, args.models, args.timeout, server_running
+            props["management_address"],
+            args.keys_dir,
+            args.models,
+            args.timeout,
+            server_running,
+            logs=args.logs,
         )
     except TimeoutError as e:
         print(f"wait_ready: {e}", file=sys.stderr)

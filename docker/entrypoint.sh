@@ -34,12 +34,13 @@ if grep -qix 'disable_token_authorization=true' config.properties; then
         esac
     done
 fi
-# The frequency stream signing key (the Secret torchserve-frequency-state-key, docs/kubernetes.md):
+# The key that signs state models hand their clients (the Secret torchserve-stream-state-key,
+# docs/kubernetes.md):
 # without a usable one every worker would fail to load the model, one by one, until the startup
 # probe gives up; say why once, before TorchServe starts.
-if [ -n "${FREQUENCY_STATE_HMAC_FILE:-}" ]; then
-    if ! [ -r "$FREQUENCY_STATE_HMAC_FILE" ] || [ "$(tr -d '[:space:]' < "$FREQUENCY_STATE_HMAC_FILE" | wc -c)" -lt 16 ]; then
-        echo "entrypoint: FREQUENCY_STATE_HMAC_FILE=$FREQUENCY_STATE_HMAC_FILE is missing, unreadable or under 16 bytes: create the Secret torchserve-frequency-state-key (docs/kubernetes.md)" >&2
+if [ -n "${STREAM_STATE_HMAC_FILE:-}" ]; then
+    if ! [ -r "$STREAM_STATE_HMAC_FILE" ] || [ "$(tr -d '[:space:]' < "$STREAM_STATE_HMAC_FILE" | wc -c)" -lt 16 ]; then
+        echo "entrypoint: STREAM_STATE_HMAC_FILE=$STREAM_STATE_HMAC_FILE is missing, unreadable or under 16 bytes: create the Secret torchserve-stream-state-key (docs/kubernetes.md)" >&2
         exit 78
     fi
 fi

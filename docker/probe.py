@@ -2,7 +2,10 @@
 """Kubernetes probe for a TorchServe pod.
 
     probe.py live     /ping answers 200
-    probe.py ready    ... and every model in load_models has a READY worker (management API)
+    probe.py ready    ... and every model in load_models has a READY worker (management API);
+                      load_models=all: every .mar in the model store
+                      a model without one is reported with its worker's last load failure
+                      from model_log.log (e.g. "GPU unavailable: ..." on a GPU replica)
     probe.py live --inference http://127.0.0.1:8085 --token-file F --require URL
                       /ping through the pod proxy with a client token, and URL (HAProxy's
                       /ready: its REST and gRPC paths to TorchServe are up) answers 200
@@ -27,10 +30,10 @@ import urllib.request
 from pathlib import Path
 
 try:  # the image puts the app on PYTHONPATH; from a checkout, the repository root is one up
-    from deploy.ts_files import read_keys, read_properties, token_auth_on
+    from deploy.ts_files import load_failure, log_dir, read_keys, read_properties, token_auth_on
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from deploy.ts_files import read_keys, read_properties, token_auth_on
+    from deploy.ts_files import load_failure, log_dir, read_keys, read_properties, token_auth_on
 
 WORKDIR = os.environ.get("TS_WORKDIR", "/home/model-server/work")
 
@@ -71,16 +74,29 @@ def check_ping(args: argparse.Namespace) -> str | None:
     return None
 
 
+def loaded_models(config: dict, workdir: Path) -> list[str]:
+    """The models TorchServe loads at start: load_models' list, or every archive in the store."""
+    names = config.get("load_models", "").strip()
+    if names.lower() == "all":
+        store = workdir / config.get("model_store", "model_store")
+        return sorted(p.stem for p in store.glob("*.mar"))
+    return [m.strip().removesuffix(".mar") for m in names.split(",")]
+
+
 def check_models(args: argparse.Namespace) -> str | None:
     config = read_properties(args.workdir / "config.properties")
-    models = [m.strip().removesuffix(".mar") for m in config.get("load_models", "").split(",")]
+    models = loaded_models(config, args.workdir)
     for model in filter(None, models):
         status, body = authorized(f"{args.management}/models/{model}", "management", args)
         if status != 200:
             return f"{model}: management API answered {status}: {body[:200]!r}"
         workers = [w.get("status") for entry in json.loads(body) for w in entry.get("workers", [])]
         if "READY" not in workers:
-            return f"{model}: no READY worker yet ({workers})"
+            # Say why, where a worker already failed to load: the readiness probe's output is
+            # what `kubectl describe pod` shows (e.g. "GPU unavailable: ...", handlers/runtime.py).
+            reason = load_failure(args.logs or log_dir(args.workdir), model)
+            why = f"; last load failure: {reason[:300]}" if reason else ""
+            return f"{model}: no READY worker yet ({workers}){why}"
     return None
 
 
@@ -109,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         "--token-file", type=Path, help="client token (first line) instead of the key file"
     )
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per HTTP call")
+    p.add_argument(
+        "--logs",
+        type=Path,
+        help="TorchServe's log folder, for a model's load failure (default: $LOG_LOCATION, else "
+        "WORKDIR/logs)",
+    )
     p.add_argument(
         "--require", action="append", default=[], help="another URL that must answer 200"
     )

@@ -6,12 +6,15 @@ dynamically quantized `model.int8.onnx` (same names, same outputs).
 
 On an accelerator nothing falls back to the CPU silently: a CUDA device whose ONNX Runtime cannot
 run CUDA fails the worker at load with the reason (TorchServe then reports the model as not
-ready), and `providers` says what a session really runs on.
+ready), a CUDA session never moves itself to the CPU at run time (fallback off), and `providers`
+says what a session really runs on. A replica that must run on a GPU (`TS_REQUIRE_GPU=1`, the GPU
+overlay) fails to load when torch has no usable CUDA device or TorchServe gave it no gpu_id.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,13 @@ log = logging.getLogger(__name__)
 RUNTIME_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx", "torchscript": "model.pt"}
 ONNX_KINDS = ("onnx", "onnx-int8")
 CUDA_PROVIDER = "CUDAExecutionProvider"
+REQUIRE_GPU_ENV = "TS_REQUIRE_GPU"
+"""Set to 1 by the GPU overlay (k8s/overlays/gpu): this replica exists to run on a CUDA GPU, so a
+worker that would land on the CPU fails to load instead. Unset (CPU images, `make serve`), a
+worker without CUDA runs on the CPU, with a warning where TorchServe handed it a gpu_id."""
+GPU_UNAVAILABLE = "GPU unavailable"
+"""Every load refusal of a GPU replica starts with this; docker/probe.py and deploy/wait_ready.py
+quote the worker's ArchiveError line, so the reason reaches the readiness message."""
 
 
 class Runtime(Protocol):
@@ -107,7 +117,8 @@ def onnx_providers(device: str, available: list[str]) -> list:
         return ["CPUExecutionProvider"]
     if CUDA_PROVIDER not in available:
         raise ArchiveError(
-            f"device {device} but onnxruntime offers only {available}: install onnxruntime-gpu "
+            f"{GPU_UNAVAILABLE}: device {device} but onnxruntime offers only {available}: install "
+            "onnxruntime-gpu "
             "(requirements-gpu.txt, which the GPU image installs)"
         )
     gpu = int(device.split(":")[1]) if ":" in device else 0
@@ -133,16 +144,39 @@ class OnnxRuntime(_ExportedModel):
         )
         providers = onnx_providers(self.device, list(ort.get_available_providers()))
         self.options = opts
-        self._session = ort.InferenceSession(str(self.path), sess_options=opts, providers=providers)
+        cuda = self.device.startswith("cuda")
+        try:
+            # enable_fallback=0: a CUDA provider that fails while the session is built raises here
+            # instead of onnxruntime rebuilding the session on the CPU.
+            self._session = ort.InferenceSession(
+                str(self.path),
+                sess_options=opts,
+                providers=providers,
+                enable_fallback=int(not cuda),
+            )
+        except (RuntimeError, ValueError) as e:
+            if not cuda:
+                raise
+            raise ArchiveError(
+                f"{GPU_UNAVAILABLE}: device {self.device}, but ONNX Runtime could not build a CUDA "
+                f"session ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+            ) from e
+        if cuda:
+            # onnxruntime's sessions fall back by default: an execution-provider failure inside
+            # run() switches the session to the CPU for good and retries there. A GPU replica that
+            # quietly serves from the CPU is the fault this module refuses, so the failure is the
+            # request's error instead (and the worker's next load shows the reason).
+            self._session.disable_fallback()
         self.providers = tuple(self._session.get_providers())
         # onnxruntime-gpu builds a session even when libcudart/cudnn fail to load: it logs a warning
         # and runs on the CPU. That is the silent fallback this check turns into a load failure.
-        if self.device.startswith("cuda") and CUDA_PROVIDER not in self.providers:
+        if cuda and CUDA_PROVIDER not in self.providers:
             raise ArchiveError(
-                f"device {self.device} but the ONNX Runtime session runs on {list(self.providers)}"
+                f"{GPU_UNAVAILABLE}: device {self.device} but the ONNX Runtime session runs on "
+                f"{list(self.providers)}"
                 " (CUDA libraries missing or mismatched?); refusing to serve a GPU model on the CPU"
             )
-        if not self.device.startswith("cuda"):
+        if not cuda:
             self.device = "cpu"  # e.g. mps: ONNX Runtime has no MPS provider; say where it runs
         got = tuple(i.name for i in self._session.get_inputs())
         if set(got) != set(self.input_names):
@@ -179,17 +213,70 @@ def load_runtime(
     return TorchScriptRuntime(*names, device=device, threads=threads, fp16=fp16)
 
 
-def device_from_properties(properties: dict) -> str:
+def gpu_required(environ: dict | None = None) -> bool:
+    """Whether this deployment declared that its workers must run on CUDA (`TS_REQUIRE_GPU`)."""
+    value = (os.environ if environ is None else environ).get(REQUIRE_GPU_ENV, "")
+    return value.strip().lower() in ("1", "true", "yes")
+
+
+def cuda_unavailable_reason(torch) -> str:
+    """Why torch sees no CUDA device, in torch's own words where it has some (an old driver: "The
+    NVIDIA driver on your system is too old"; no device node: "Found no NVIDIA driver")."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU build"
+    try:
+        torch.cuda.init()
+    except Exception as e:  # torch raises RuntimeError/AssertionError with the driver's story
+        return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    return f"torch {torch.__version__} (CUDA {torch.version.cuda}) found no usable CUDA device"
+
+
+def device_from_properties(properties: dict, environ: dict | None = None) -> str:
     """TorchServe tells each worker its GPU in system_properties; never hard-code cuda:0. On an
-    Apple laptop TorchServe hands out gpu_id too, and the accelerator is MPS."""
+    Apple laptop TorchServe hands out gpu_id too, and the accelerator is MPS.
+
+    TorchServe hands out a gpu_id when it counted GPUs (nvidia-smi, capped by number_of_gpu), which
+    says nothing about whether torch can use them; and where the container has no NVIDIA runtime it
+    counts none and hands out nothing. So a deployment that exists to run on a GPU says so
+    (`TS_REQUIRE_GPU=1`, the GPU overlay): then anything but a usable CUDA device is an ArchiveError
+    that fails the worker's load (TorchServe reports the model not ready) with the reason. Without
+    it, a gpu_id with no CUDA (a CPU torch on a GPU machine) runs on the CPU and says so in the log.
+    """
     import torch
 
+    required = gpu_required(environ)
     gpu_id = properties.get("gpu_id")
     if gpu_id is None:
+        if required:
+            raise ArchiveError(
+                f"{GPU_UNAVAILABLE}: {REQUIRE_GPU_ENV}=1 but TorchServe gave this worker no "
+                "gpu_id (it found no nvidia-smi, or number_of_gpu is 0): is the pod running "
+                "with the NVIDIA runtime (runtimeClassName: nvidia) and an nvidia.com/gpu limit?"
+            )
         return "cpu"
     if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        if int(gpu_id) >= count:
+            raise ArchiveError(
+                f"{GPU_UNAVAILABLE}: TorchServe gave this worker gpu_id {gpu_id} but torch sees "
+                f"{count} CUDA device(s) (CUDA_VISIBLE_DEVICES / number_of_gpu disagree)"
+            )
         return f"cuda:{int(gpu_id)}"
+    if required:
+        reason = cuda_unavailable_reason(torch)
+        raise ArchiveError(
+            f"{GPU_UNAVAILABLE}: {REQUIRE_GPU_ENV}=1 and TorchServe gave this worker gpu_id "
+            f"{gpu_id}, but CUDA is unavailable: {reason}. Refusing to serve a GPU replica on the "
+            "CPU (docs/kubernetes.md, GPU nodes)"
+        )
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         return "mps"
+    log.warning(
+        "gpu_id %s but torch has no CUDA (%s): this worker runs on the CPU; set %s=1 where a "
+        "replica must run on its GPU",
+        gpu_id,
+        cuda_unavailable_reason(torch),
+        REQUIRE_GPU_ENV,
+    )
     return "cpu"

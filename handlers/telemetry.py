@@ -166,7 +166,7 @@ class Telemetry:
             self.emit(TRUNCATED, count)
 
     def windows(self, per_request: Iterable[int]) -> None:
-        """Windows each (frequency) request was split into: one histogram observation per request."""
+        """Windows each request was split into (windowed models): one histogram observation per request."""
         for n in per_request:
             self.emit(WINDOWS, n)
 
@@ -181,7 +181,7 @@ class Telemetry:
             self.emit(UNCERTAINTY, float(v), Measure=measure)
 
     def extractions(self, frequencies: Iterable[float], stds: Iterable[Any]) -> None:
-        """Frequency: one prediction per extracted component, labelled by its frequency, with the
+        """Signal decomposition: one prediction per extracted component, labelled by its Hz, with the
         component's mean MC-dropout std as its uncertainty score."""
         pairs = [(f, _mean(sd)) for f, sd in zip(frequencies, stds, strict=True)]
         self.predictions(f"{f:g}Hz" for f, _ in pairs)

@@ -6,7 +6,8 @@
 
 Options (each also an environment variable): --ts-config / LOADTEST_TS_CONFIG (addresses),
 --key-file / LOADTEST_KEY_FILE (default: key_file.json next to the config), --models /
-LOADTEST_MODELS ("sentiment:3,frequency:1": model:task weight), --shape / LOADTEST_SHAPE
+LOADTEST_MODELS ("a:3,b:1": model:task weight; default every registered model at its
+LOAD_WEIGHT), --shape / LOADTEST_SHAPE
 (steady|spike), --peak-users, --duration-s, --ramp-s, --spike-users, --spike-at-s, --spike-s,
 --slo-p95-ms / LOADTEST_SLO_P95_MS, --slo-max-failures, --slo-report (JSON verdict).
 Each request fires a Locust request event with request_type REST or GRPC and the model as name.
@@ -43,7 +44,7 @@ def _options(parser) -> None:
         "--ts-config", default=str(ROOT / "config.properties"), env_var="LOADTEST_TS_CONFIG"
     )
     g.add_argument("--key-file", default="", env_var="LOADTEST_KEY_FILE")
-    g.add_argument("--models", default="sentiment:3,frequency:1", env_var="LOADTEST_MODELS")
+    g.add_argument("--models", default="", env_var="LOADTEST_MODELS")
     g.add_argument(
         "--shape", choices=("steady", "spike"), default="steady", env_var="LOADTEST_SHAPE"
     )

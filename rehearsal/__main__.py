@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     print("rehearse: training and archiving the tiny models", flush=True)
     archives = tiny_archives(args.work, args.frequency_streams)
     config = pod_config("cpu")
-    # One Secret, torchserve-frequency-state-key, mounted by every pod.
+    # One Secret, torchserve-stream-state-key, mounted by every pod.
     key = secrets.token_urlsafe(32)
     pods = {n: Pod(args.work / n, archives, [TOKEN], config, state_key=key) for n in ("a", "b")}
     lb = locust = driver = None

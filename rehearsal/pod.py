@@ -55,7 +55,7 @@ class Pod:
     proxy_env: dict[str, str] = field(default_factory=dict)
     """PROXY_* overrides (docker/haproxy.cfg names them), e.g. short timeouts for tests."""
     state_key: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    """The Secret torchserve-frequency-state-key: replicas of one Service get the same (each its
+    """The Secret torchserve-stream-state-key: replicas of one Service get the same (each its
     own copy of the file, as each pod mounts it), or a stream's chunks fail on the other one."""
     ports: dict[str, int] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
@@ -86,7 +86,7 @@ class Pod:
 
     @property
     def state_key_file(self) -> Path:
-        return self.root / "secret" / "frequency-state-key"
+        return self.root / "secret" / "stream-state-key"
 
     def _env(self) -> dict[str, str]:
         # A pod's containers start with the image's environment, not the caller's shell: an

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import requests
 
-from clients.signals import FLOAT32, STATE_HEADER, Extraction
+from handlers.frequency import codec
+from handlers.frequency.client import Extraction
 
 PATH = "/predictions/frequency"
 RESEND = {None, 502, 503, 504}
@@ -137,23 +138,15 @@ class StreamDriver:
 
     def _post(self, session, chunk, state, binary) -> requests.Response:
         url = self.http + PATH
+        # A continuation keeps its stream's frequencies: only the first chunk names them.
+        request = dict(
+            signal=chunk, sample_rate=self.sample_rate, stream=state is None, state=state,
+            frequencies=self.frequencies if state is None else None,
+        )  # fmt: skip
         if binary:
-            headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
-            headers["X-Sample-Rate"] = str(self.sample_rate)
-            if state is None:
-                frequencies = ",".join(f"{f:g}" for f in self.frequencies)
-                headers |= {"X-Stream": "start", "X-Frequencies": frequencies}
-            else:
-                headers[STATE_HEADER] = state
-            return session.post(
-                url, data=chunk.astype("<f4").tobytes(), headers=headers, timeout=30
-            )
-        body = {"signal": chunk.tolist(), "sample_rate": self.sample_rate}
-        if state is None:
-            body |= {"stream": True, "frequencies": list(self.frequencies)}
-        else:
-            body["state"] = state
-        return session.post(url, json=body, timeout=30)
+            data, headers = codec.request_float32(**request)
+            return session.post(url, data=data, headers=headers, timeout=30)
+        return session.post(url, json=codec.request_json(**request), timeout=30)
 
 
 def summarise(

@@ -8,18 +8,17 @@ Bodies stay well under `max_request_size`: the oversize case has its own test.
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-VALID_EXAMPLES: dict[str, dict] = {
-    "sentiment": {"text": "A quietly moving film with a fine cast."},
-    # "stream": damaged copies also reach the stream fields and the state the answer signs.
-    "frequency": {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True},
+from handlers import registry
+
+VALID_EXAMPLES: dict[str, dict] = {m.name: m.example() for m in registry.MODELS} | {
     "standin": {"text": "hello there"},
 }
-"""One good body per model: the fuzzer damages these, so it also reaches the field validation."""
+"""One good body per model (its EXAMPLE hook, handlers/<model>/samples.py): the fuzzer damages
+these, so it also reaches the field validation."""
 
 CONTENT_TYPES = (
     "application/json",
@@ -235,9 +234,9 @@ def nasty_headers(draw, model: str) -> Body:
     name = draw(st.sampled_from(READ_HEADERS))
     text = draw(HEADER_TEXT).strip() or "ü"
     raw = text.encode(draw(st.sampled_from(["utf-8", "latin-1"])), "replace")
-    if model == "frequency" and draw(st.booleans()):
-        signal = valid_example(model)["signal"]
-        data, ctype = struct.pack(f"<{len(signal)}f", *signal), "application/octet-stream"
+    binary = registry.get(model).hook("binary_example") if model in registry.names() else None
+    if binary is not None and draw(st.booleans()):
+        data, ctype, _ = binary()
     else:
         data, ctype = _dumps(valid_example(model)), "application/json"
     return Body(f"header:{name}", ctype, data, ((name, raw),))

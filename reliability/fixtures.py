@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from handlers import registry
 from reliability.archives import build_stand_in
 from tests.support.torchserve import TorchServe, start_torchserve
 
@@ -42,7 +43,7 @@ def stand_in_archive(tmp_path_factory) -> Path:
 def real_archives(request) -> dict[str, Path]:
     """{model: .mar} of the project's archives whose fixtures exist."""
     found = {}
-    for model in ("sentiment", "frequency"):
+    for model in registry.names():
         path = optional_fixture(request, f"{model}_archive")
         if path is not None:
             found[model] = Path(path)
@@ -52,7 +53,7 @@ def real_archives(request) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def fault_archive(real_archives, stand_in_archive) -> tuple[str, Path]:
     """One archive for destructive tests: the cheapest real model, else the stand-in."""
-    for model in ("frequency", "sentiment"):
+    for model in sorted(registry.names(), key=lambda m: registry.get(m).hook("LOAD_COST", 1)):
         if model in real_archives:
             return model, real_archives[model]
     return "standin", stand_in_archive

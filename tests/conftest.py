@@ -14,6 +14,7 @@ os.environ["MLFLOW_TRACKING_URI"] = (
 pytest_plugins = [
     "tests.fixtures.sentiment",
     "tests.fixtures.frequency",
+    "tests.fixtures.digits",
     "tests.fixtures.served",
     "reliability.fixtures",
     "tests.fixtures.s3",

@@ -1,9 +1,9 @@
-"""The MLflow model registry: each parity-checked export becomes a version of `sentiment` or
-`frequency`, packaged as a PyFunc that runs the handler's own predictor.
+"""The MLflow model registry: each parity-checked export becomes a version of its model
+(handlers/registry.py), packaged as a PyFunc that runs the handler's own predictor.
 
-    python -m training.registry alias sentiment champion [--version 3]   # default: newest
-    python -m training.registry list sentiment
-    python -m training.registry download models:/sentiment@champion --dest DIR
+    python -m training.registry alias MODEL champion [--version 3]   # default: newest
+    python -m training.registry list MODEL
+    python -m training.registry download models:/MODEL@champion --dest DIR
 
 A version holds the artifact directory's served files exactly as the manifest lists them
 (sha256-checked while staging, and each sha256 is a version tag), manifest.json and the model's

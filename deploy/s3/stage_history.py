@@ -1,6 +1,6 @@
 """Stage pointer documents as data: promote pushes a version, rollback pops back to the one before.
 
-    {"model": "sentiment", "stage": "production", "version": "v3",
+    {"model": "MODEL", "stage": "production", "version": "v3",
      "history": [{"action": "promote", "version": "v1", "from": null, "at": "..."}, ...]}
 
 The history is never rewritten, only appended to; the current version and what a rollback returns

@@ -1,4 +1,8 @@
-"""Wire format → `SignalRequest`: a JSON object, or a raw little-endian float32 body
+"""This model's wire contract, both directions, in one place: the server decodes requests and
+encodes answers with it; clients, bench, the load tests and the rehearsal encode requests and
+decode answers with it (`request_json` / `request_float32`, `decode_answer`).
+
+Wire format → `SignalRequest`: a JSON object, or a raw little-endian float32 body
 (application/octet-stream) whose parameters come in headers (`X-Sample-Rate`, `X-Frequencies: 1,3`).
 
 Streams (docs/clients.md): a JSON body starts one with `"stream": true` and continues it with
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Real
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +32,17 @@ from handlers.codec import request_header
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, echo
 from handlers.frequency.settings import FrequencySettings
 
-BINARY_TYPES = ("application/octet-stream", "application/x-float32")
-STREAM_HEADER = "x-stream"
-STATE_HEADER = "x-stream-state"
+FLOAT32 = "application/octet-stream"
+BINARY_TYPES = (FLOAT32, "application/x-float32")
+# Header names as sent; servers look them up case-insensitively (handlers/codec.request_header).
+STREAM_HEADER = "X-Stream"
+STATE_HEADER = "X-Stream-State"
+FREQUENCIES_HEADER = "X-Frequencies"
+SAMPLE_RATE_HEADER = "X-Sample-Rate"
+SHAPE_HEADER = "X-Shape"
+SAMPLES_SEEN_HEADER = "X-Samples-Seen"
+VERSION_HEADER = "X-Model-Version"
+LAYOUT = "band,frequency,sample float32le; bands signal,std"
 
 
 @dataclass(frozen=True)
@@ -213,3 +227,157 @@ def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> Sig
 def json_floats(x: np.ndarray, decimals: int = 7) -> list[float]:
     """float32 samples as short JSON numbers, rounded far below the 1e-5 streaming tolerance."""
     return np.round(x.astype(np.float64), decimals).tolist()
+
+
+# --- the client's side: requests out, answers in -------------------------------------------
+
+
+def _frequency_list(frequencies: Iterable[float]) -> str:
+    return ",".join(f"{float(f):g}" for f in frequencies)
+
+
+def request_json(
+    signal,
+    frequencies: Iterable[float] | None = None,
+    sample_rate: float | None = None,
+    stream: bool = False,
+    state: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body of a request (REST or gRPC): a stream starts with `stream`, goes on with the
+    previous answer's `state`."""
+    body: dict[str, Any] = {"signal": np.asarray(signal, np.float32).tolist()}
+    if frequencies is not None:
+        body["frequencies"] = [float(f) for f in frequencies]
+    if sample_rate is not None:
+        body["sample_rate"] = sample_rate
+    if state is not None:
+        body["state"] = state
+    elif stream:
+        body["stream"] = True
+    return body
+
+
+def request_float32(
+    signal,
+    frequencies: Iterable[float] | None = None,
+    sample_rate: float | None = None,
+    stream: bool = False,
+    state: str | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """A float32 request (REST only): raw samples, parameters in headers, a float32 answer."""
+    headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
+    if frequencies is not None:
+        headers[FREQUENCIES_HEADER] = _frequency_list(frequencies)
+    if sample_rate is not None:
+        headers[SAMPLE_RATE_HEADER] = f"{sample_rate:g}"
+    if state is not None:
+        headers[STATE_HEADER] = state
+    elif stream:
+        headers[STREAM_HEADER] = "start"
+    return np.asarray(signal, "<f4").tobytes(), headers
+
+
+@dataclass(frozen=True)
+class SignalAnswer:
+    """One decoded answer, whichever form it came in."""
+
+    frequencies: tuple[float, ...]
+    signal: np.ndarray
+    """(F, n) extracted sinusoid per frequency."""
+    std: np.ndarray
+    """(F, n) MC-dropout spread per sample."""
+    samples_seen: int | None = None
+    """A stream's samples so far, this chunk included (None: one-shot)."""
+    state: str | None = None
+    model_version: str | None = None
+    sample_rate: int | None = None
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    return request_header(dict(headers), name)
+
+
+def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) -> SignalAnswer:
+    """A JSON answer (the parsed dict), or a float32 one: (2, F, n) little-endian, signal then
+    std, its layout in the headers."""
+    if isinstance(body, dict):
+        comps = body["components"]
+        return SignalAnswer(
+            tuple(float(c["frequency"]) for c in comps),
+            np.array([c["signal"] for c in comps], dtype=np.float32),
+            np.array([c["std"] for c in comps], dtype=np.float32),
+            body.get("samples_seen"),
+            body.get("state"),
+            (body.get("model") or {}).get("version"),
+            body.get("sample_rate"),
+        )
+    headers = headers or {}
+    shape = tuple(int(d) for d in (_header(headers, SHAPE_HEADER) or "").split(","))
+    data = np.frombuffer(body, dtype="<f4").reshape(shape)
+    seen = _header(headers, SAMPLES_SEEN_HEADER)
+    rate = _header(headers, SAMPLE_RATE_HEADER)
+    return SignalAnswer(
+        tuple(float(f) for f in (_header(headers, FREQUENCIES_HEADER) or "").split(",") if f),
+        data[0],
+        data[1],
+        int(seen) if seen is not None else None,
+        _header(headers, STATE_HEADER),
+        _header(headers, VERSION_HEADER),
+        int(rate) if rate is not None else None,
+    )
+
+
+# --- the server's side: answers out ------------------------------------------------------
+
+
+def stream_headers(state: str | None, samples_seen: int | None) -> dict[str, str]:
+    """A stream's state travels in every answer's headers (and in a JSON body)."""
+    if state is None:
+        return {}
+    return {STATE_HEADER: state, SAMPLES_SEEN_HEADER: str(samples_seen)}
+
+
+def answer_json(
+    frequencies: tuple[float, ...],
+    signal: np.ndarray,
+    std: np.ndarray,
+    sample_rate: int,
+    model: dict,
+    state: str | None = None,
+    samples_seen: int | None = None,
+) -> dict:
+    """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
+    body: dict = {
+        "sample_rate": sample_rate,
+        "components": [
+            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
+        ],
+        "model": dict(model),
+    }
+    if state is not None:
+        body["state"] = state
+        body["samples_seen"] = samples_seen
+    return body
+
+
+def answer_float32(
+    frequencies: tuple[float, ...],
+    signal: np.ndarray,
+    std: np.ndarray,
+    sample_rate: int,
+    version: str,
+    state: str | None = None,
+    samples_seen: int | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """The float32 answer: (2, F, N) little-endian, the signals then the std bands, one row per
+    frequency in X-Frequencies order; its headers describe the layout. `version` must already
+    be a safe header value."""
+    data = np.stack([signal, std]).astype("<f4", copy=False)
+    headers = {
+        SHAPE_HEADER: ",".join(str(d) for d in data.shape),
+        "X-Layout": LAYOUT,
+        FREQUENCIES_HEADER: _frequency_list(frequencies),
+        SAMPLE_RATE_HEADER: str(sample_rate),
+        VERSION_HEADER: version,
+    }
+    return data.tobytes(), headers | stream_headers(state, samples_seen)

@@ -33,7 +33,7 @@ import numpy as np
 
 from handlers.errors import ArchiveError, BadState, StaleState, echo
 
-KEY_FILE_ENV = "FREQUENCY_STATE_HMAC_FILE"
+KEY_FILE_ENV = "STREAM_STATE_HMAC_FILE"
 """Path of the signing key (a Kubernetes Secret mounted as a file): every replica reads the same.
 Its name avoids KEY/SECRET/TOKEN: config.properties' blacklist_env_vars keeps those from workers."""
 LOCAL_KEY_NAME = "frequency-state.key"
@@ -63,7 +63,7 @@ class StreamState:
 
 
 def load_key(env: Mapping[str, str] | None = None) -> bytes:
-    """The signing key: the file named by FREQUENCY_STATE_HMAC_FILE, else one generated locally in
+    """The signing key: the file named by STREAM_STATE_HMAC_FILE, else one generated locally in
     a private directory. Any doubt about the file (missing, short, a link where none belongs, someone
     else's, readable by others) is an ArchiveError: the model does not load, with the reason."""
     environ = os.environ if env is None else env

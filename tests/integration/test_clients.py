@@ -29,10 +29,10 @@ from clients import (
     ModelNotFound,
     connect,
 )
-from clients.signals import SignalStream, extract
 from clients.tokens import ENV_VARS, TokenSource
+from handlers.frequency.client import SignalStream, extract
+from handlers.frequency.samples import synthetic_signal
 from handlers.frequency.state import StateCodec, StreamState
-from loadtests.payloads import synthetic_signal
 from tests.support.torchserve import ROOT, start_torchserve
 
 pytestmark = pytest.mark.integration

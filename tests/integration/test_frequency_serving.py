@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from handlers.frequency.codec import SignalRequest
+from handlers.frequency.codec import STATE_HEADER, SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import parse_settings
 from handlers.manifest import read_manifest
@@ -19,7 +19,6 @@ from training.frequency.data import make_signal
 
 PATH = "/predictions/frequency"
 RAW = "application/octet-stream"
-STATE_HEADER = "X-Stream-State"
 
 
 pytestmark = pytest.mark.integration

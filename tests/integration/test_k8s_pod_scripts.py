@@ -175,7 +175,7 @@ def test_entrypoint_refuses_to_start_without_a_usable_stream_state_key(tmp_path,
         [str(ROOT / "docker/entrypoint.sh")], env=env, capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 78, out.stderr
-    assert "torchserve-frequency-state-key" in out.stderr and str(key_file) in out.stderr
+    assert "torchserve-stream-state-key" in out.stderr and str(key_file) in out.stderr
 
 
 def test_sigterm_to_the_entrypoint_stops_the_java_server(pod):

@@ -83,6 +83,100 @@ def test_cpu_overlay_requests_no_gpu_and_carries_no_gpu_toleration(rendered):
     assert "affinity" not in spec
 
 
+def _matches(expression: dict, labels: dict[str, str]) -> bool:
+    """One nodeSelectorRequirement, as the scheduler reads it (Gt/Lt compare integers)."""
+    key, op, values = expression["key"], expression["operator"], expression.get("values", [])
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if key not in labels:
+        return False
+    if op == "In":
+        return labels[key] in values
+    value, (bound,) = int(labels[key]), values
+    return value > int(bound) if op == "Gt" else value < int(bound)
+
+
+def schedulable(spec: dict, labels: dict[str, str]) -> bool:
+    """Whether the pod's required node affinity accepts a node with these labels (terms are ORed,
+    a term's expressions ANDed)."""
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return any(
+        all(_matches(e, labels) for e in term["matchExpressions"])
+        for term in terms["nodeSelectorTerms"]
+    )
+
+
+def gfd_node(compute: str, driver: str) -> dict[str, str]:
+    """The labels NVIDIA GPU feature discovery puts on a GPU node (compute capability "8.0",
+    driver "580.95.05")."""
+    major, minor = compute.split(".")
+    d_major, d_minor, d_rev = driver.split(".")
+    return {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.compute.major": major,
+        "nvidia.com/gpu.compute.minor": minor,
+        "nvidia.com/cuda.driver-version.major": d_major,
+        "nvidia.com/cuda.driver-version.minor": d_minor,
+        "nvidia.com/cuda.driver-version.revision": d_rev,
+        "nvidia.com/cuda.driver-version.full": driver,
+    }
+
+
+def driver_floor() -> int:
+    """The oldest driver the GPU image's CUDA wheels run on, as requirements-gpu.txt states it."""
+    text = (ROOT / "requirements-gpu.txt").read_text()
+    (floor,) = re.findall(r"NVIDIA driver >= (\d+)", text)
+    return int(floor)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "compute", "driver", "accepted"),
+    [
+        ("P100 (Pascal)", "6.0", "580.95.05", False),
+        ("V100 (Volta: CUDA 13 dropped it)", "7.0", "580.95.05", False),
+        ("Jetson Xavier (Volta)", "7.2", "580.95.05", False),
+        ("T4 (Turing)", "7.5", "580.95.05", True),
+        ("A100", "8.0", "580.95.05", True),
+        ("L4", "8.9", "590.44.01", True),
+        ("H100 on a CUDA 12 driver", "9.0", "550.127.05", False),
+        ("H100 one driver too old", "9.0", "575.57.08", False),
+        ("B200", "10.0", "580.95.05", True),
+        ("RTX PRO 6000 (Blackwell)", "12.0", "580.95.05", True),
+    ],
+)
+def test_gpu_overlay_schedules_only_on_gpus_and_drivers_the_cuda_image_supports(
+    rendered, gpu, compute, driver, accepted
+):
+    spec = pod(rendered, "gpu")["spec"]
+    assert schedulable(spec, gfd_node(compute, driver)) is accepted, gpu
+
+
+def test_gpu_overlay_driver_floor_is_the_one_requirements_gpu_states(rendered):
+    spec = pod(rendered, "gpu")["spec"]
+    floor = driver_floor()
+    assert floor >= 580  # CUDA 13.0's minimum; cu130 wheels
+    assert schedulable(spec, gfd_node("8.0", f"{floor}.0.1"))
+    assert not schedulable(spec, gfd_node("8.0", f"{floor - 1}.0.1"))
+    # A node GFD has not labelled (no GFD, or not yet) is not a GPU node to this Deployment.
+    assert not schedulable(spec, {"nvidia.com/gpu.present": "true"})
+
+
+def test_gpu_replicas_run_under_the_nvidia_runtime_and_refuse_the_cpu(rendered):
+    spec = pod(rendered, "gpu")["spec"]
+    assert spec["runtimeClassName"] == "nvidia"
+    ts = next(c for c in spec["containers"] if c["name"] == "torchserve")
+    assert {"name": "TS_REQUIRE_GPU", "value": "1"} in ts["env"]
+    # The base's variables survive the overlay's env patch (merged by name, not replaced).
+    assert {"TS_CONFIG_DIR", "TMPDIR", KEY_FILE_ENV} <= {e["name"] for e in ts["env"]}
+    cpu = pod(rendered, "cpu")["spec"]
+    assert "runtimeClassName" not in cpu
+    assert all(e["name"] != "TS_REQUIRE_GPU" for c in containers(cpu) for e in c.get("env", []))
+
+
 def test_gpu_overlay_keeps_capacity_during_rollouts_and_spreads_over_nodes_and_zones(rendered):
     (deployment,) = objects(rendered, "gpu", "Deployment")
     assert deployment["spec"]["replicas"] >= 2
@@ -157,13 +251,13 @@ def test_every_replica_signs_stream_states_with_the_key_from_one_secret(rendered
     spec = pod(rendered, overlay)["spec"]
     (ts,) = [c for c in spec["containers"] if c["name"] == "torchserve"]
     path = {e["name"]: e.get("value") for e in ts["env"]}[KEY_FILE_ENV]
-    mount = secrets_mounted(spec, ts)["torchserve-frequency-state-key"]
+    mount = secrets_mounted(spec, ts)["torchserve-stream-state-key"]
     # subPath: fixed for the container's life, so a restarted worker keeps its siblings' key.
     assert mount["mountPath"] == path and mount["subPath"] and mount["readOnly"] is True
     (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
     assert not volume["secret"].get("optional", False)
     assert all(
-        "torchserve-frequency-state-key" not in secrets_mounted(spec, c)
+        "torchserve-stream-state-key" not in secrets_mounted(spec, c)
         for c in containers(spec)
         if c is not ts
     ), "only TorchServe's workers sign states"
@@ -171,7 +265,7 @@ def test_every_replica_signs_stream_states_with_the_key_from_one_secret(rendered
     blacklist = re.compile(CONFIG.get("blacklist_env_vars", "(?!)"))
     assert not blacklist.search(KEY_FILE_ENV)
     doc = (ROOT / "docs/kubernetes.md").read_text()
-    assert "create secret generic torchserve-frequency-state-key" in doc
+    assert "create secret generic torchserve-stream-state-key" in doc
 
 
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
@@ -237,15 +331,14 @@ def test_no_service_or_container_port_exposes_the_management_api(rendered, overl
 @pytest.mark.parametrize("overlay", ["cpu", "gpu"])
 def test_init_containers_pull_every_model_the_config_loads_into_the_served_store(rendered, overlay):
     spec = pod(rendered, overlay)["spec"]
-    models = {m.strip().removesuffix(".mar") for m in CONFIG["load_models"].split(",")}
-    pulled, dests = set(), set()
-    for c in spec["initContainers"]:
-        argv = c["command"] + c["args"]
-        assert argv[:4] == ["python", "-m", "deploy", "pull"]
-        pulled.add(argv[4])
-        dests.add(argv[argv.index("--dest") + 1])
-        assert "--stage" in argv
-    assert pulled == models
+    # load_models=all serves the store; the init container fills it with every registered model.
+    assert CONFIG["load_models"] == "all"
+    dests = set()
+    (init,) = spec["initContainers"]
+    argv = init["command"] + init["args"]
+    assert argv[:5] == ["python", "-m", "deploy", "pull", "--all"]
+    dests.add(argv[argv.index("--dest") + 1])
+    assert "--stage" in argv
     (ts,) = [c for c in spec["containers"] if c["name"] == "torchserve"]
     store = {m["name"]: m["mountPath"] for m in ts["volumeMounts"]}["model-store"]
     # config.properties names model_store relative to TorchServe's working dir (the "work" mount).

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import json
 
-from loadtests.payloads import (
-    LENGTH_BUCKETS,
-    Payloads,
-    PayloadSettings,
-    held_out_reviews,
-    parse_weights,
-    synthetic_signal,
-)
+from handlers.frequency.samples import synthetic_signal
+from handlers.sentiment.samples import LENGTH_BUCKETS, held_out_reviews
+from loadtests.payloads import Payloads, bench_feed, parse_weights
 from loadtests.shapes import ShapeSettings, spike, steady_ramp
 from loadtests.slo import SloBounds, judge
 
@@ -58,10 +53,8 @@ def test_reviews_are_held_out_and_cover_every_length_bucket():
 
 
 def test_payloads_are_valid_requests_of_varied_shape():
-    payloads = Payloads(
-        PayloadSettings(signal_lengths=(100, 400)), seed=1, reviews=("a", "b", "c", "d", "e")
-    )
-    bodies = [payloads.frequency() for _ in range(20)]
+    payloads = Payloads(seed=1, signal_lengths=(100, 400), reviews=("a", "b", "c", "d", "e"))
+    bodies = [payloads.for_model("frequency") for _ in range(20)]
     assert {len(b["signal"]) for b in bodies} == {100, 400}
     assert all(
         set(b["frequencies"]) <= {1.0, 3.0, 5.0, 7.0} and b["sample_rate"] == 1000 for b in bodies
@@ -83,3 +76,12 @@ def test_synthetic_signal_is_reproducible_and_carries_its_tones():
 
 def test_task_weights_parse_model_and_weight():
     assert parse_weights("sentiment:3, frequency") == {"sentiment": 3, "frequency": 1}
+    assert parse_weights("") == {"sentiment": 3, "frequency": 1}  # the registry's LOAD_WEIGHTs
+
+
+def test_bench_feed_is_one_unit_of_one_shape_per_request():
+    signals = bench_feed("frequency", 5, signal_samples=300)
+    assert {len(b["signal"]) for b in signals} == {300}
+    assert all(b["frequencies"] == [1.0, 3.0, 5.0, 7.0] for b in signals)
+    texts = bench_feed("sentiment_onnx", 5)
+    assert all(set(t) == {"text"} for t in texts)

@@ -13,8 +13,8 @@ from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
 from handlers.base import BATCH_SIZE_HEADER
-from handlers.frequency.codec import SignalRequest
-from handlers.frequency.predict import STATE_HEADER, Extraction, FrequencyPredictor
+from handlers.frequency.codec import STATE_HEADER, SignalRequest
+from handlers.frequency.predict import Extraction, FrequencyPredictor
 from handlers.frequency.state import KEY_FILE_ENV
 from handlers.frequency_handler import FrequencyHandler
 from training.frequency.config import CONFIGS

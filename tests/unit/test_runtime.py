@@ -81,7 +81,10 @@ def test_onnx_inputs_must_match_the_manifest(exported):
 
 
 def test_device_comes_from_gpu_id_only_when_cuda_exists():
-    assert device_from_properties({}) == "cpu"
-    assert device_from_properties({"gpu_id": None}) == "cpu"
-    want = "cuda:1" if torch.cuda.is_available() else "cpu"
-    assert device_from_properties({"gpu_id": 1}) == want
+    # environ={}: a deployment that does not require a GPU (TS_REQUIRE_GPU unset), on this machine.
+    assert device_from_properties({}, environ={}) == "cpu"
+    assert device_from_properties({"gpu_id": None}, environ={}) == "cpu"
+    if torch.cuda.is_available():
+        assert device_from_properties({"gpu_id": 0}, environ={}) == "cuda:0"
+    else:
+        assert device_from_properties({"gpu_id": 1}, environ={}) in ("cpu", "mps")

@@ -1,6 +1,8 @@
 """Runtimes on accelerators: no silent CPU fallback on CUDA (a fake provider list stands in for a
 GPU), MPS where TorchServe hands out a device on a Mac, ORT spinning off, fp16 with its own gate."""
 
+from pathlib import Path
+
 import numpy as np
 import onnxruntime
 import pytest
@@ -53,13 +55,112 @@ def test_onnx_on_mps_says_it_runs_on_the_cpu(sentiment_artifacts):
         (0, False, True, "mps"),
         (None, False, True, "cpu"),
         (2, True, False, "cuda:2"),
-        (0, False, False, "cpu"),
     ],
 )
 def test_worker_device_follows_gpu_id_to_cuda_or_mps(monkeypatch, gpu_id, cuda, mps, want):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4 if cuda else 0)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
-    assert device_from_properties({"gpu_id": gpu_id}) == want
+    assert device_from_properties({"gpu_id": gpu_id}, environ={}) == want
+
+
+def _no_cuda(monkeypatch, reason="The NVIDIA driver on your system is too old (found version 535)"):
+    """torch as a CUDA build on a node whose driver it cannot use."""
+
+    def init():
+        raise RuntimeError(reason)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "init", init)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def test_gpu_id_without_cuda_runs_on_the_cpu_only_when_no_gpu_is_required(monkeypatch, caplog):
+    """A CPU torch on a machine where TorchServe counted GPUs (a laptop's `make serve`): CPU, and
+    the log says so. Replaces the old row (gpu_id 0, no CUDA, no MPS) -> "cpu" that held for
+    every deployment, GPU replicas included: the silent fallback."""
+    _no_cuda(monkeypatch)
+    with caplog.at_level("WARNING", logger="handlers.runtime"):
+        assert device_from_properties({"gpu_id": 0}, environ={}) == "cpu"
+    assert "runs on the CPU" in caplog.text and "too old" in caplog.text
+
+
+@pytest.mark.parametrize("gpu_id", [0, 3])
+def test_a_gpu_replica_without_cuda_fails_to_load_with_the_driver_reason(monkeypatch, gpu_id):
+    _no_cuda(monkeypatch)
+    with pytest.raises(ArchiveError, match=r"^GPU unavailable: TS_REQUIRE_GPU=1 .*too old"):
+        device_from_properties({"gpu_id": gpu_id}, environ={"TS_REQUIRE_GPU": "1"})
+
+
+def test_a_gpu_replica_on_a_cpu_build_of_torch_says_so(monkeypatch):
+    _no_cuda(monkeypatch)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ArchiveError, match="CUDA is unavailable: torch .* is a CPU build"):
+        device_from_properties({"gpu_id": 0}, environ={"TS_REQUIRE_GPU": "true"})
+
+
+def test_a_gpu_replica_that_torchserve_gave_no_gpu_fails_to_load(monkeypatch):
+    """No NVIDIA runtime in the container: no nvidia-smi, TorchServe counts no GPU and hands out
+    no gpu_id at all, even with CUDA visible to torch."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ArchiveError, match="GPU unavailable: .*no gpu_id.*runtimeClassName"):
+        device_from_properties({"gpu_id": None}, environ={"TS_REQUIRE_GPU": "1"})
+    assert device_from_properties({"gpu_id": None}, environ={"TS_REQUIRE_GPU": "0"}) == "cpu"
+
+
+def test_a_gpu_id_past_the_visible_devices_fails_to_load(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ArchiveError, match="gpu_id 1 but torch sees 1 CUDA device"):
+        device_from_properties({"gpu_id": 1}, environ={})
+
+
+def test_the_requirement_comes_from_the_environment(monkeypatch):
+    _no_cuda(monkeypatch)
+    monkeypatch.setenv("TS_REQUIRE_GPU", "1")
+    with pytest.raises(ArchiveError, match="GPU unavailable"):
+        device_from_properties({"gpu_id": 0})
+
+
+class _CudaLookingSession(onnxruntime.InferenceSession):
+    """A real CPU session that reports the CUDA provider, as onnxruntime-gpu's does on a GPU."""
+
+    created: list = []
+
+    def __init__(self, path, sess_options=None, providers=None, **kwargs):
+        type(self).created.append((providers, kwargs))
+        super().__init__(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+
+    def get_providers(self):
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def test_cuda_sessions_never_fall_back_to_the_cpu_at_run_time(sentiment_artifacts, monkeypatch):
+    """onnxruntime's sessions keep enable_fallback: an execution-provider failure in run() moves
+    the session to the CPU for good. A CUDA session has it off, from its construction on."""
+    fake = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: fake)
+    monkeypatch.setattr(onnxruntime, "InferenceSession", _CudaLookingSession)
+    _CudaLookingSession.created.clear()
+    rt = load_runtime("onnx", sentiment_artifacts, IN, OUT, device="cuda:0")
+    assert rt.device == "cuda:0" and rt.providers[0] == "CUDAExecutionProvider"
+    assert rt._session._enable_fallback is False
+    assert _CudaLookingSession.created[-1][1] == {"enable_fallback": 0}
+    cpu = load_runtime("onnx", sentiment_artifacts, IN, OUT)
+    assert cpu._session._enable_fallback is True  # the CPU has nothing to fall back to
+
+
+def test_a_cuda_session_that_cannot_be_built_fails_to_load(sentiment_artifacts, monkeypatch):
+    fake = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA failure 35: CUDA driver version is insufficient for CUDA runtime")
+
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: fake)
+    monkeypatch.setattr(onnxruntime, "InferenceSession", broken)
+    with pytest.raises(ArchiveError, match="^GPU unavailable: .*driver version is insufficient"):
+        load_runtime("onnx", sentiment_artifacts, IN, OUT, device="cuda:0")
 
 
 def test_fp16_torchscript_passes_its_gate_and_answers_like_fp32(sentiment_artifacts):
@@ -111,3 +212,25 @@ def test_cpu_traced_torchscript_is_refused_on_cuda_at_load_with_the_reason(senti
         TorchScriptRuntime(
             sentiment_artifacts / "model.pt", ("input_ids", "attention_mask"), ("logits",), "cuda:0"
         )
+
+
+def test_the_shipped_gpu_runtime_is_one_a_cpu_training_run_produces(
+    sentiment_artifacts, monkeypatch
+):
+    """What GPU replicas serve is the archive's model-config runtime (the GPU overlay changes the
+    image, not the archive). It must be ONNX: `make train` on a CPU-only machine exports a
+    TorchScript that CUDA refuses (test above), while the ONNX graph carries no device and runs
+    under onnxruntime-gpu's CUDA provider (faked here), answering as on the CPU."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load((root / "handlers/sentiment/model-config.yaml").read_text())["handler"]
+    assert config["runtime"] == "onnx"
+    cpu = SentimentPredictor.from_dir(sentiment_artifacts, config)
+    fake = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: fake)
+    monkeypatch.setattr(onnxruntime, "InferenceSession", _CudaLookingSession)
+    gpu = SentimentPredictor.from_dir(sentiment_artifacts, config, device="cuda:0")
+    assert gpu.runtime.device == "cuda:0" and gpu.runtime._session._enable_fallback is False
+    texts = ["a wonderful, moving film", "a dull and pointless movie"]
+    assert gpu.predict(texts) == cpu.predict(texts)

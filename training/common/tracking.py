@@ -18,7 +18,7 @@ from training.common.machine import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT_PREFIX = "training-"
-"""Experiment per model family: training-sentiment, training-frequency."""
+"""Experiment per model family: training-<model>."""
 RUN_FILES = ("parity.json", "manifest.json", "metrics.json")
 
 
@@ -52,7 +52,7 @@ def numeric_metrics(metrics: dict) -> dict[str, float]:
 
 
 class TrainingRun:
-    """`with TrainingRun("sentiment", params) as run:` opens the run; `run.logger()` gives the
+    """`with TrainingRun("<model>", params) as run:` opens the run; `run.logger()` gives the
     Trainer its MLflow logger (per-step metrics), the other methods log what training produced."""
 
     def __init__(self, model: str, params: dict, uri: str | None = None, register: bool = True):

@@ -2,8 +2,8 @@
 
 Device choice is Lightning's own: `--accelerator auto` takes CUDA, then MPS, then the CPU. Mixed
 precision is on by default on a GPU (bf16 where the card has it, else fp16 with a loss scaler), and
-on a CPU only for a model that asks for it (sentiment's encoder) and only where the CPU computes
-bfloat16 natively; elsewhere it would be emulated and slower. The frequency LSTM trains in float32.
+on a CPU only for a model that asks for it (`cpu_bf16`, in its own training code) and only where the CPU computes
+bfloat16 natively; elsewhere it would be emulated and slower. Other models train in float32.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def add_trainer_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue from OUT/checkpoints/last.ckpt if a run was interrupted")  # fmt: skip
     parser.add_argument("--precision", default=None,
-                        help="override: 32-true, 16-mixed, bf16-mixed (default: mixed on CUDA, bf16-mixed for sentiment on a CPU with native bf16)")  # fmt: skip
+                        help="override: 32-true, 16-mixed, bf16-mixed (default: mixed on CUDA, bf16-mixed on a CPU with native bf16 for a model that asks)")  # fmt: skip
 
 
 def _checked_devices(value: str) -> str:

@@ -2,3 +2,13 @@
 
 `python -m training.frequency --out artifacts/frequency [--config default|tiny]`
 """
+
+
+def train(out, config: str = "default", **opts) -> dict:
+    """The registry's entry (handlers/registry.py): train the named config into `out` (no plots
+    unless asked: fixtures and rehearsals only need the export)."""
+    from training.frequency.__main__ import run
+    from training.frequency.config import CONFIGS
+
+    opts.setdefault("plots", False)
+    return run(out, CONFIGS[config], **opts)

@@ -1,0 +1,1 @@
+"""The digits image classifier's serving code: settings, pixels, codec, predictor."""

@@ -1,0 +1,195 @@
+"""Typed settings of the digits handler, parsed once at load from the archive.
+
+Two sources, as for the other models: the manifest's `handler` block (`DigitsExport`: what the
+export is, written by training) and model-config.yaml's `handler:` block (the serving knobs). The
+network is never named here: input name, shape, layout, channels, normalisation and classes all
+come from the export, so another image classifier exported with the same block serves unchanged.
+A bad value fails the load, never a request.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from handlers.errors import ArchiveError
+from handlers.manifest import (
+    handler_block,
+    manifest_version,
+    names,
+    positive_int,
+    reject_unknown,
+    reject_unknown_export,
+    require,
+    text,
+)
+from handlers.runtime import RUNTIME_FILES
+
+LAYOUTS = ("NCHW", "NHWC")
+CHANNELS = (1, 3)
+"""Grey (1) or the grey level repeated in 3 channels (an RGB-shaped network)."""
+
+
+def _numbers(value: Any, name: str, count: int | None = None) -> tuple[float, ...]:
+    ok = isinstance(value, list | tuple) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value
+    )
+    if not ok or not value or (count is not None and len(value) != count):
+        size = f"{count} " if count is not None else ""
+        raise ArchiveError(f"{name} must be a list of {size}finite numbers, not {value!r}")
+    return tuple(float(v) for v in value)
+
+
+@dataclass(frozen=True)
+class DigitsExport:
+    """The manifest's `handler` block. Training builds one and writes `to_block()`; serving reads
+    it with `from_block`, so each key is named here and nowhere else."""
+
+    input_name: str
+    """The graph's one input."""
+    output_name: str
+    """The graph's logits output, (batch, classes)."""
+    input_shape: tuple[int, int, int]
+    """(channels, height, width) of one image, whatever the layout."""
+    layout: str
+    """NCHW or NHWC: how a batch is laid out for the graph."""
+    classes: tuple[str, ...]
+    """Label of each logit, in order."""
+    pixel_max: float
+    """The dataset's pixel scale: a JSON grid's values lie in [0, pixel_max] (16 for load_digits),
+    and an image's grey level g in 0..255 means the value pixel_max * g / 255."""
+    native_size: tuple[int, int]
+    """(height, width) of the dataset's images: the smallest grid or image accepted."""
+    mean: tuple[float, ...]
+    """Per channel, subtracted from value / pixel_max (in [0, 1]) before the graph."""
+    std: tuple[float, ...]
+    """Per channel, divides after the mean."""
+    temperature: float = 1.0
+    """Calibration temperature fitted on the validation split: softmax(logits / T)."""
+    arch: str = "unknown"
+    """The network's name, for the answer's model block and logs only (never branched on)."""
+
+    def to_block(self) -> dict[str, Any]:
+        return {
+            "input_name": self.input_name,
+            "output_name": self.output_name,
+            "input_shape": list(self.input_shape),
+            "layout": self.layout,
+            "classes": list(self.classes),
+            "pixel_max": self.pixel_max,
+            "native_size": list(self.native_size),
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "temperature": self.temperature,
+            "arch": self.arch,
+        }
+
+    @classmethod
+    def from_block(cls, block: dict) -> DigitsExport:
+        reject_unknown_export(block, (f.name for f in fields(cls)), "digits")
+        where = "manifest handler block"
+        shape = require(block, "input_shape", where)
+        if not isinstance(shape, list | tuple) or len(shape) != 3:
+            raise ArchiveError(
+                f"manifest input_shape must be [channels, height, width], not {shape!r}"
+            )
+        c, h, w = (positive_int(v, "manifest input_shape") for v in shape)
+        if c not in CHANNELS:
+            raise ArchiveError(f"manifest input_shape has {c} channels; served: {CHANNELS}")
+        layout = text(require(block, "layout", where), "manifest layout")
+        if layout not in LAYOUTS:
+            raise ArchiveError(f"manifest layout must be one of {LAYOUTS}, not {layout!r}")
+        native = require(block, "native_size", where)
+        if not isinstance(native, list | tuple) or len(native) != 2:
+            raise ArchiveError(f"manifest native_size must be [height, width], not {native!r}")
+        (pixel_max,) = _numbers([require(block, "pixel_max", where)], "manifest pixel_max")
+        std = _numbers(require(block, "std", where), "manifest std", c)
+        (temperature,) = _numbers([block.get("temperature", 1.0)], "manifest temperature")
+        if pixel_max <= 0 or min(std) <= 0 or temperature <= 0:
+            raise ArchiveError("manifest pixel_max, std and temperature must be positive")
+        classes = names(require(block, "classes", where), "manifest classes")
+        if len(set(classes)) != len(classes):
+            raise ArchiveError(f"manifest classes repeat a label: {list(classes)}")
+        return cls(
+            input_name=text(require(block, "input_name", where), "manifest input_name"),
+            output_name=text(require(block, "output_name", where), "manifest output_name"),
+            input_shape=(c, h, w),
+            layout=layout,
+            classes=classes,
+            pixel_max=pixel_max,
+            native_size=(
+                positive_int(native[0], "manifest native_size"),
+                positive_int(native[1], "manifest native_size"),
+            ),
+            mean=_numbers(require(block, "mean", where), "manifest mean", c),
+            std=std,
+            temperature=temperature,
+            arch=text(block.get("arch", cls.arch), "manifest arch"),
+        )
+
+
+SERVING_KEYS = frozenset(
+    {
+        "runtime",
+        "threads",
+        "max_image_bytes",
+        "max_image_pixels",
+        "max_grid_side",
+        "max_images",
+        "max_batch_images",
+    }
+)
+"""The knobs model-config.yaml's `handler:` block may set."""
+
+
+@dataclass(frozen=True)
+class DigitsSettings:
+    """What the predictor runs with: the export plus the serving knobs."""
+
+    export: DigitsExport
+    runtime: str
+    """onnx or torchscript: which exported file the handler runs."""
+    max_image_bytes: int
+    """Largest encoded image (PNG/JPEG/WebP bytes, or its base64 in JSON) accepted."""
+    max_image_pixels: int
+    """Largest decoded image, width x height, checked from the header before any pixel is decoded
+    (a 100 kB PNG can claim 100,000 x 100,000 pixels)."""
+    max_grid_side: int
+    """Longest side of a JSON grid of numbers."""
+    max_images: int
+    """Images per request ({"images": [...]})."""
+    max_batch_images: int
+    """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+    version: str
+    """The artifact version, reported in every answer."""
+    threads: int | None = None
+    """Intra-op threads of the runtime (None: library default)."""
+
+
+def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
+    """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
+    export = DigitsExport.from_block(handler_block(manifest))
+    serving = dict(config or {})
+    reject_unknown(serving, SERVING_KEYS, "digits")
+    runtime = str(serving.get("runtime", "onnx"))
+    if runtime not in RUNTIME_FILES:
+        raise ArchiveError(f"runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}")
+    threads = serving.get("threads")
+    settings = DigitsSettings(
+        export=export,
+        runtime=runtime,
+        max_image_bytes=positive_int(serving.get("max_image_bytes", 1 << 20), "handler.max_image_bytes"),
+        max_image_pixels=positive_int(serving.get("max_image_pixels", 4_000_000), "handler.max_image_pixels"),
+        max_grid_side=positive_int(serving.get("max_grid_side", 64), "handler.max_grid_side"),
+        max_images=positive_int(serving.get("max_images", 64), "handler.max_images"),
+        max_batch_images=positive_int(serving.get("max_batch_images", 256), "handler.max_batch_images"),
+        version=manifest_version(manifest),
+        threads=positive_int(threads, "handler.threads") if threads else None,
+    )  # fmt: skip
+    if settings.max_grid_side < max(export.native_size):
+        raise ArchiveError(
+            f"handler.max_grid_side {settings.max_grid_side} is below the native size "
+            f"{list(export.native_size)}"
+        )
+    return settings

@@ -1,0 +1,121 @@
+"""This model from the client side: one-shot calls and streams that carry their state, over the
+codec (handlers/frequency/codec.py) the server itself decodes with.
+
+    from clients import connect
+    from handlers.frequency.client import SignalStream
+    with connect("grpc") as client:
+        stream = SignalStream(client, frequencies=(1, 3))
+        for chunk in chunks:                # any length, any number
+            answer = stream.send(chunk)     # Extraction: .signal / .std (F, n) for this chunk
+        stream.state                        # the opaque state after the last chunk
+
+The server keeps nothing between chunks: each answer carries the stream's state, the next chunk
+sends it back, so any replica can answer any chunk. `float32=True` (REST only: gRPC carries no
+headers) sends raw float32 bodies and reads float32 answers, whose layout is in their headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from handlers.frequency import codec
+from handlers.frequency.codec import FLOAT32, STATE_HEADER, SignalAnswer
+
+MODEL = "frequency"
+__all__ = ["FLOAT32", "MODEL", "STATE_HEADER", "Extraction", "SignalStream", "extract"]
+
+
+class Extraction(SignalAnswer):
+    """A decoded answer (codec.SignalAnswer) with the readers clients call it by."""
+
+    @classmethod
+    def from_json(cls, answer: dict) -> Extraction:
+        return cls(**vars(codec.decode_answer(answer)))
+
+    @classmethod
+    def from_float32(cls, body: bytes, headers: Mapping[str, str]) -> Extraction:
+        """A float32 answer: (2, F, n) little-endian, signal then std, shape in X-Shape."""
+        return cls(**vars(codec.decode_answer(body, headers)))
+
+    def to_json(self) -> dict:
+        """The server's JSON shape (without the state), for printing."""
+        out: dict[str, Any] = {
+            "components": [
+                {"frequency": f, "signal": s.tolist(), "std": d.tolist()}
+                for f, s, d in zip(self.frequencies, self.signal, self.std, strict=True)
+            ],
+            "model_version": self.model_version,
+        }
+        if self.samples_seen is not None:
+            out["samples_seen"] = self.samples_seen
+        return out
+
+
+def _check_float32(client) -> None:
+    if client.protocol != "rest":
+        raise ValueError("float32 bodies need REST: gRPC carries no request or answer headers")
+
+
+def _samples(x) -> np.ndarray:
+    return np.asarray(list(x) if not isinstance(x, np.ndarray) else x, np.float32)
+
+
+def _call(client, model: str, float32: bool, **request) -> Extraction:
+    if float32:
+        r = client.post(model, *codec.request_float32(**request))
+        return Extraction.from_float32(r.content, r.headers)
+    return Extraction.from_json(client.predict(model, codec.request_json(**request)))
+
+
+def extract(
+    client,
+    signal: Iterable[float],
+    frequencies: Iterable[float] | None = None,
+    sample_rate: float | None = None,
+    model: str = MODEL,
+    float32: bool = False,
+) -> Extraction:
+    """One-shot extraction of a whole signal."""
+    if float32:
+        _check_float32(client)
+    return _call(
+        client, model, float32,
+        signal=_samples(signal), frequencies=frequencies, sample_rate=sample_rate,
+    )  # fmt: skip
+
+
+class SignalStream:
+    """One stream of chunks; `state` is all there is of it between calls (save it to resume)."""
+
+    def __init__(
+        self,
+        client,
+        frequencies: Iterable[float] | None = None,
+        sample_rate: float | None = None,
+        model: str = MODEL,
+        float32: bool = False,
+        state: str | None = None,
+    ):
+        if float32:
+            _check_float32(client)
+        self.client = client
+        self.frequencies = tuple(frequencies) if frequencies is not None else None
+        self.sample_rate = sample_rate
+        self.model = model
+        self.float32 = float32
+        self.state = state
+        """None until the first answer (or the state of a stream to resume)."""
+
+    def send(self, chunk: Iterable[float]) -> Extraction:
+        # A continuation keeps its stream's frequencies: only the first chunk names them.
+        answer = _call(
+            self.client, self.model, self.float32,
+            signal=_samples(chunk),
+            frequencies=self.frequencies if self.state is None else None,
+            sample_rate=self.sample_rate, stream=self.state is None, state=self.state,
+        )  # fmt: skip
+        self.state = answer.state
+        return answer

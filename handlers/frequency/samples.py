@@ -1,0 +1,84 @@
+"""This model's hooks for the shared tools (handlers/registry.py): example bodies, load payloads,
+its training options and its stream-state key."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+
+import numpy as np
+
+# "stream": damaged copies also reach the stream fields and the state the answer signs.
+EXAMPLE = {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True}
+LOAD_WEIGHT = 1
+"""Load-test tasks of this model per task of a weight-1 model."""
+LOAD_COST = 0
+"""A small LSTM: the cheapest model to load, so destructive tests use it."""
+
+SAMPLE_RATE = 1000.0
+"""Hz; what the model was trained on."""
+SIGNAL_LENGTHS = (250, 1000, 2000, 4000)
+"""Samples per load-test request: from a quarter second to a few seconds."""
+EXTRACT = ((1.0,), (1.0, 3.0), (1.0, 3.0, 5.0, 7.0))
+"""Which components a load-test request asks for."""
+
+
+def binary_example() -> tuple[bytes, str, dict[str, str]]:
+    """EXAMPLE's signal as a float32 body."""
+    from handlers.frequency.codec import request_float32
+
+    body, headers = request_float32(EXAMPLE["signal"])
+    return body, headers["Content-Type"], {}
+
+
+def train_args() -> list[str]:
+    """FREQUENCY_ARCH=lstm-attention trains the attention variant (docs/architecture.md)."""
+    return ["--arch", os.environ.get("FREQUENCY_ARCH", "lstm")]
+
+
+def synthetic_signal(
+    n: int,
+    sample_rate: float = SAMPLE_RATE,
+    frequencies: tuple[float, ...] = (1.0, 3.0, 5.0, 7.0),
+    noise: float = 0.1,
+    seed: int = 0,
+) -> np.ndarray:
+    """A sum of sinusoids with random amplitudes and phases plus Gaussian noise, `n` samples."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / sample_rate
+    amps = rng.uniform(0.5, 1.5, len(frequencies))
+    phases = rng.uniform(0, 2 * np.pi, len(frequencies))
+    clean = sum(
+        a * np.sin(2 * np.pi * f * t + p) for a, f, p in zip(amps, frequencies, phases, strict=True)
+    )
+    return (clean + rng.normal(0, noise, n)).astype(np.float32)
+
+
+def payloads(
+    seed: int = 0,
+    signal_lengths: tuple[int, ...] = SIGNAL_LENGTHS,
+    extract: tuple[tuple[float, ...], ...] = EXTRACT,
+    **_,
+) -> Callable[[], dict]:
+    """Noisy multi-tone signals of varied length, each asking for a few components."""
+    rng = random.Random(seed)
+    signals = [
+        synthetic_signal(n, SAMPLE_RATE, seed=seed + i).round(5).tolist()
+        for i, n in enumerate(signal_lengths)
+    ]
+
+    def draw() -> dict:
+        return {
+            "signal": rng.choice(signals),
+            "sample_rate": SAMPLE_RATE,
+            "frequencies": list(rng.choice(extract)),
+        }
+
+    return draw
+
+
+def bench_feed(n: int, seed: int = 0, signal_samples: int = 2000, **_) -> list[dict]:
+    """Every signal the same length, asking for every frequency: the shape bench ratios quote."""
+    draw = payloads(seed, signal_lengths=(signal_samples,), extract=(EXTRACT[-1],))
+    return [draw() for _ in range(n)]

@@ -1,0 +1,130 @@
+"""The digits archives in a real TorchServe: the CNN and the ResNet-shaped export, built from the
+same training code and served by the same handler with no change; JSON grids and PNG uploads;
+image bombs, broken files and bad numbers refused per request while their neighbours are answered."""
+
+from __future__ import annotations
+
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from handlers.digits.predict import DigitsPredictor
+from tests.fixtures.served import handler_config
+from tests.support.torchserve import start_torchserve
+from tests.unit.test_digits_codec import png_claiming
+from training.digits.data import load_splits
+
+pytestmark = pytest.mark.integration
+MODELS = ("digits", "digits_resnet")
+
+
+@pytest.fixture(scope="module")
+def server(digits_archive, digits_resnet_archive, tmp_path_factory):
+    archives = {"digits": digits_archive, "digits_resnet": digits_resnet_archive}
+    ts = start_torchserve(tmp_path_factory.mktemp("digits-served"), archives)
+    try:
+        yield ts
+    finally:
+        ts.stop()
+
+
+@pytest.fixture(scope="module")
+def greys() -> np.ndarray:
+    return load_splits()["test"].greys[:6]
+
+
+def png(grey: np.ndarray, scale: int = 1) -> bytes:
+    im = Image.fromarray((grey * 255).round().astype(np.uint8))
+    im = im.resize((8 * scale, 8 * scale), Image.Resampling.NEAREST)
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def grid(grey: np.ndarray) -> list:
+    return (grey * 16).round(4).tolist()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_both_architectures_answer_through_the_one_handler(
+    server, model, greys, digits_artifacts, digits_resnet_artifacts
+):
+    artifacts = digits_artifacts if model == "digits" else digits_resnet_artifacts
+    local = DigitsPredictor.from_dir(artifacts, handler_config("digits"), name=model)
+    resp = server.post(f"/predictions/{model}", json={"images": [grid(g) for g in greys]})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    want = local.classify(list(greys))
+    assert [b["label"] for b in body] == [w.label for w in want]
+    for b, w in zip(body, want, strict=True):
+        np.testing.assert_allclose(
+            [b["probabilities"][k] for k in w.probabilities],
+            list(w.probabilities.values()),
+            atol=1e-5,
+        )
+        assert b["model"] == local.model_info
+    assert body[0]["model"]["arch"] == ("cnn" if model == "digits" else "resnet")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_png_upload_answers_like_the_json_grid(server, model, greys):
+    by_png = server.post(
+        f"/predictions/{model}", data=png(greys[0]), headers={"Content-Type": "image/png"}
+    )
+    by_grid = server.post(f"/predictions/{model}", json={"image": grid(greys[0])})
+    assert by_png.status_code == by_grid.status_code == 200, by_png.text
+    assert by_png.json()["label"] == by_grid.json()["label"]
+
+
+BAD = [
+    ("bomb", png_claiming(100_000, 100_000), "image/png", 400, "too_large"),
+    ("truncated", None, "image/png", 400, "bad_encoding"),
+    ("text as png", b"not an image at all", "image/png", 400, "bad_encoding"),
+    ("gif", b"GIF89a\x01\x00\x01\x00", "image/gif", 415, "unsupported_media_type"),
+    ("nan", b'{"image": [[NaN, 0, 0, 0, 0, 0, 0, 0]]}', "application/json", 400, "bad_field"),
+    (
+        "ragged",
+        json.dumps({"image": [[0] * 8] * 7 + [[0] * 3]}).encode(),
+        "application/json",
+        400,
+        "bad_field",
+    ),
+    (
+        "out of range",
+        json.dumps({"image": [[99] * 8] * 8}).encode(),
+        "application/json",
+        400,
+        "bad_field",
+    ),
+]
+
+
+def test_bad_inputs_are_refused_alone_and_neighbours_answered(server, greys):
+    good = json.dumps({"image": grid(greys[1])}).encode()
+    truncated = png(greys[2], scale=8)
+    cases = [(n, truncated[:50] if b is None else b, c, s, k) for n, b, c, s, k in BAD]
+    sends = (
+        [("good", good, "application/json", 200, None)] * 4
+        + cases
+        + [("good", good, "application/json", 200, None)] * 4
+    )
+
+    def send(case):
+        name, body, ctype, _, _ = case
+        return server.post("/predictions/digits", data=body, headers={"Content-Type": ctype})
+
+    with ThreadPoolExecutor(len(sends)) as pool:  # concurrent: TorchServe batches them together
+        responses = list(pool.map(send, sends))
+    labels = set()
+    for (name, _, _, status, kind), resp in zip(sends, responses, strict=True):
+        assert resp.status_code == status, (name, resp.text)
+        if kind:
+            assert resp.json()["kind"] == kind, name
+        else:
+            labels.add(resp.json()["label"])
+    assert len(labels) == 1  # every good request got the same answer, whatever its batch
+    assert "Worker disconnected" not in server.logs("ts_log.log")

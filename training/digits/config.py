@@ -1,0 +1,54 @@
+"""Typed training settings: the default run (well under a minute on 2 CPU cores) and a tiny one
+for test fixtures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ARCH_INPUTS = {"cnn": (1, 8), "resnet": (3, 16)}
+"""Each architecture's default (channels, side): the CNN reads the dataset's own 8x8 grey images;
+the ResNet reads them upsampled to 16x16 and repeated in 3 channels (an RGB-shaped network), which
+is what shows the handler serving any export that writes the same manifest block."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    arch: str = "cnn"
+    """cnn | resnet (residual blocks, a different input size and channel count)."""
+    channels: int | None = None
+    """Input channels (1 or 3); None: the architecture's default (ARCH_INPUTS)."""
+    side: int | None = None
+    """Input height = width; None: the architecture's default (ARCH_INPUTS)."""
+    width: int = 32
+    """Channels of the first convolution (doubled once, after the downsampling)."""
+    dropout: float = 0.2
+    """Before the output layer."""
+    batch_size: int = 64
+    epochs: int = 30
+    lr: float = 4e-3
+    """Peak of the one-cycle schedule."""
+    weight_decay: float = 1e-4
+    label_smoothing: float = 0.05
+    shift: float = 0.125
+    """Augmentation: each training image is shifted by up to this fraction of its side, at random
+    (one pixel at 8x8): handwriting is rarely centred the same way twice."""
+    train_images: int = 1500
+    """The first 1,500 images of load_digits train and validate; the last 297 are the test split."""
+    val_images: int = 150
+    """The last images of the training part: early stopping's and the temperature's split."""
+    patience: int = 8
+    """Epochs without a better validation loss before training stops early."""
+    torch_seed: int = 0
+    """Weights, dropout, shuffling and augmentation."""
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        channels, side = ARCH_INPUTS[self.arch]
+        side = self.side or side
+        return (self.channels or channels, side, side)
+
+
+CONFIGS = {
+    "default": TrainConfig(),
+    "tiny": TrainConfig(width=8, epochs=2, batch_size=128, patience=2),
+}

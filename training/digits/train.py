@@ -1,0 +1,129 @@
+"""Training with Lightning, and the evaluation the metrics, plots and manifest are made of.
+
+Model inputs are made by the serving code's own `handlers.digits.pixels.model_batch` from the
+manifest block this run will write: what the network sees in training is what the handler sends.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import EarlyStopping
+from torch.utils.data import DataLoader, TensorDataset
+
+from handlers.digits.pixels import model_batch, resize
+from handlers.digits.settings import DigitsExport
+from training.common.trainer import TrainerOptions, build_trainer, checkpoint_path
+from training.digits.config import TrainConfig
+from training.digits.data import CLASSES, NATIVE_SIZE, PIXEL_MAX, Split
+from training.digits.model import INPUT_NAME, OUTPUT_NAME, build_model
+
+
+def export_block(cfg: TrainConfig, train: Split, temperature: float = 1.0) -> DigitsExport:
+    """The manifest's handler block: the input the graph takes and how pixels become it (mean
+    and std of the training images at the graph's size)."""
+    c, h, w = cfg.input_shape
+    pixels = np.stack([resize(g, h, w) for g in train.greys])
+    mean, std = float(pixels.mean()), float(pixels.std())
+    return DigitsExport(
+        input_name=INPUT_NAME,
+        output_name=OUTPUT_NAME,
+        input_shape=(c, h, w),
+        layout="NCHW",
+        classes=CLASSES,
+        pixel_max=PIXEL_MAX,
+        native_size=NATIVE_SIZE,
+        mean=(round(mean, 6),) * c,
+        std=(round(std, 6),) * c,
+        temperature=temperature,
+        arch=cfg.arch,
+    )
+
+
+def shifted(x: torch.Tensor, most: int, background: torch.Tensor) -> torch.Tensor:
+    """Each image moved by up to `most` pixels each way, the gap filled with the background."""
+    if most < 1:
+        return x
+    n, _, h, w = x.shape
+    padded = torch.nn.functional.pad(x - background, (most, most, most, most)) + background
+    dy = torch.randint(0, 2 * most + 1, (n,)).tolist()
+    dx = torch.randint(0, 2 * most + 1, (n,)).tolist()
+    return torch.stack(
+        [padded[i, :, y : y + h, z : z + w] for i, (y, z) in enumerate(zip(dy, dx, strict=True))]
+    )
+
+
+class DigitsModule(L.LightningModule):
+    def __init__(self, cfg: TrainConfig, export: DigitsExport, steps: int):
+        super().__init__()
+        self.cfg, self.steps = cfg, steps
+        torch.manual_seed(cfg.torch_seed)
+        self.model = build_model(cfg.arch, cfg.input_shape[0], len(CLASSES), cfg.width, cfg.dropout)
+        mean = torch.tensor(export.mean).view(1, -1, 1, 1)
+        std = torch.tensor(export.std).view(1, -1, 1, 1)
+        self.register_buffer("background", (0.0 - mean) / std)  # a blank pixel, normalised
+        self.most = int(round(cfg.shift * cfg.input_shape[1]))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.model(shifted(x, self.most, self.background))
+        loss = F.cross_entropy(logits, y, label_smoothing=self.cfg.label_smoothing)
+        self.log("train_loss", loss, prog_bar=True)
+        self.log("train_acc", (logits.argmax(-1) == y).float().mean())
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.model(x)
+        self.log("val_loss", F.cross_entropy(logits, y), prog_bar=True)
+        self.log("val_acc", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW(
+            self.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay
+        )
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=self.cfg.lr, total_steps=self.steps)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def loader(split: Split, export: DigitsExport, batch: int, shuffle: bool, seed: int) -> DataLoader:
+    x = torch.from_numpy(model_batch(split.greys, export))
+    data = TensorDataset(x, torch.from_numpy(split.labels))
+    return DataLoader(data, batch_size=batch, shuffle=shuffle,
+                      generator=torch.Generator().manual_seed(seed))  # fmt: skip
+
+
+def train(
+    cfg: TrainConfig,
+    splits: dict[str, Split],
+    export: DigitsExport,
+    opts: TrainerOptions | None = None,
+    out: Path | None = None,
+    logger=None,
+    progress: bool = True,
+) -> tuple[torch.nn.Module, int]:
+    """Fit (one-cycle LR, shift augmentation, early stopping on validation loss, checkpoints under
+    out/checkpoints); returns the model on the CPU in eval mode and the optimizer steps taken."""
+    opts = opts or TrainerOptions()
+    L.seed_everything(cfg.torch_seed, verbose=False)
+    fit = loader(splits["train"], export, cfg.batch_size, True, cfg.torch_seed)
+    val = loader(splits["val"], export, 512, False, cfg.torch_seed)
+    steps = cfg.epochs * len(fit)
+    module = DigitsModule(cfg, export, steps)
+    stop = EarlyStopping("val_loss", patience=cfg.patience, mode="min")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = out if out is not None else Path(tmp)
+        trainer = build_trainer(opts, root, max_steps=steps, progress=progress, logger=logger,
+                                callbacks=[stop])  # fmt: skip
+        trainer.fit(module, fit, val, ckpt_path=checkpoint_path(root, opts))
+    return module.model.cpu().float().eval(), int(trainer.global_step)
+
+
+def logits_of(model: torch.nn.Module, greys: np.ndarray, export: DigitsExport) -> np.ndarray:
+    with torch.inference_mode():
+        return model(torch.from_numpy(model_batch(greys, export))).numpy()
