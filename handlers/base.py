@@ -59,13 +59,14 @@ class ModelHandler:
 
     def initialize(self, context: Any) -> None:
         properties = context.system_properties
+        name = context.model_name or self.model
         model = self.model_class.load(
             Path(properties["model_dir"]),
             handler_config(context),
             device_from_properties(properties),
-            context.model_name or self.model,
+            name,
         )
-        self.service = ModelService(model, Telemetry.from_context(context))
+        self.service = ModelService(model, Telemetry(getattr(context, "metrics", None), name))
         self.initialized = True
 
     @property
