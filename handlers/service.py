@@ -108,7 +108,7 @@ class Model(Protocol):
         ...
 
 
-def model_class(family: str) -> type:
+def model_class(family: str) -> Any:
     """The `Model` class of a model family (see MODELS)."""
     if family not in MODELS:
         raise ArchiveError(f"no model named {family!r}; known: {', '.join(sorted(MODELS))}")
@@ -139,7 +139,7 @@ class ModelService:
         name: str | None = None,
         config: dict | None = None,
         device: str = "cpu",
-        model: type | None = None,
+        model: Any = None,
         telemetry: Telemetry | None = None,
     ) -> Self:
         """Load the model in an archive or artifact dir. `model`: its class (default: the manifest's
@@ -167,13 +167,14 @@ class ModelService:
 
     def _parse(self, request: Request) -> Any:
         try:
-            if str(request_header(request.headers, EXPLAIN_HEADER)).lower() == "true":
+            if str(request_header(dict(request.headers), EXPLAIN_HEADER)).lower() == "true":
                 raise NotServed(
                     "explanations are not served by this deployment; POST the same body to "
                     f"/predictions/{self.model.name}"
                 )
-            if request.row is not None and _takes_row(self.model.parse):
-                return self.model.parse(request.body, request.headers, row=request.row)
+            parse: Any = self.model.parse
+            if request.row is not None and _takes_row(parse):
+                return parse(request.body, request.headers, row=request.row)
             return self.model.parse(request.body, request.headers)
         except RequestError as err:
             return err
