@@ -20,7 +20,6 @@ A model provides the `Model` protocol below, one class per model in `handlers/<n
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
@@ -43,6 +42,7 @@ EXPLAIN_HEADER = "explain"
 
 MODEL_CONFIG = "model-config.yaml"
 """The archive's TorchServe config; its `handler:` block is the model's serving settings."""
+
 
 @dataclass(frozen=True)
 class Request:
@@ -107,7 +107,9 @@ def model_class(family: str) -> Any:
     try:
         return registry.get(family).model_class()
     except KeyError as err:
-        raise ArchiveError(f"no model named {family!r}; known: {', '.join(registry.names())}") from err
+        raise ArchiveError(
+            f"no model named {family!r}; known: {', '.join(registry.names())}"
+        ) from err
 
 
 def serving_config(model_dir: Path) -> dict:
