@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from handlers.errors import ArchiveError
+from handlers.digits.settings import DigitsServing
 from handlers.frequency.settings import FrequencyServing
 from handlers.sentiment.settings import SentimentServing
 
@@ -30,7 +31,7 @@ def test_integers_are_integers(value):
         FrequencyServing.parse({"mc_samples": value}, "frequency")
 
 
-@pytest.mark.parametrize("serving", [SentimentServing, FrequencyServing])
+@pytest.mark.parametrize("serving", [SentimentServing, FrequencyServing, DigitsServing])
 def test_torchserves_own_profile_key_is_tolerated(serving):
     """Guard: TorchServe's `handler: {profile: true}` (ts/handler_utils/timer.py) was rejected as
     an unknown setting."""
@@ -45,7 +46,12 @@ def test_sentiment_defaults_are_the_model_configs_limits():
         assert config[key] == getattr(defaults, key), key
 
 
-@pytest.mark.parametrize("serving", [SentimentServing, FrequencyServing])
+@pytest.mark.parametrize("serving", [SentimentServing, FrequencyServing, DigitsServing])
 def test_every_setting_is_documented(serving):
     for name, field in serving.model_fields.items():
         assert field.description, f"{serving.__name__}.{name} has no docstring"
+
+
+def test_digits_settings_are_strict_too():
+    with pytest.raises(ArchiveError, match=r"handler\.max_images.*handler\.runtime|unknown"):
+        DigitsServing.parse({"max_images": "64", "runtime": "tensorrt", "max_imgs": 3}, "digits")
