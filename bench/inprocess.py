@@ -243,44 +243,42 @@ def handler_throughput(
     worker does it, decoding, windows, runtime, std band, stitching, encoding): what a served
     request costs inside the worker, without the frontend, the network or the load generator."""
     from bench.served import float32_request
+    from handlers.budget import Overloaded
     from handlers.errors import RequestError
-    from handlers.frequency.codec import SignalRequest, decode_request
-    from handlers.frequency.predict import FrequencyPredictor
+    from handlers.frequency.model import FrequencyModel
+    from handlers.service import ModelService, Request
 
     shape, handler = serving_shape("frequency", overrides)
-    predictor = FrequencyPredictor.from_dir(
-        artifacts, handler | {"runtime": runtime}, state_key=b"bench-only-state-key"
+    service = ModelService(
+        FrequencyModel.load(
+            artifacts, handler | {"runtime": runtime}, state_key=b"bench-only-state-key"
+        )
     )
-    rows: list[tuple[dict, dict]] = []
+    rows: list[tuple[bytes, dict]] = []
     for p in payloads:
         if body == "float32":
             raw, headers = float32_request(p)
-            rows.append(
-                ({"body": raw}, {"body": {"content-type": headers["Content-Type"]}} | headers)
-            )
+            rows.append((raw, {"body": {"content-type": headers["Content-Type"]}} | headers))
         else:
-            rows.append(
-                (
-                    {"body": json.dumps(p).encode()},
-                    {"body": {"content-type": "application/json"}},
-                )
-            )
+            rows.append((json.dumps(p).encode(), {"body": {"content-type": "application/json"}}))
 
-    def run(batch: list[tuple[dict, dict]]) -> None:
-        parsed: list[SignalRequest | RequestError] = []
-        for row, headers in batch:
-            if body == "json":  # TorchServe's worker parses application/json bodies itself
-                row = {"body": json.loads(row["body"])}
-            parsed.append(decode_request(row, headers, predictor.settings))
-        for answer in predictor.predict(parsed):
-            if not isinstance(answer, Exception):
-                predictor.reply(answer)
-            else:
-                raise answer
+    def run(batch: list[tuple[bytes, dict]]) -> None:
+        # TorchServe's worker parses application/json bodies itself; the service does the rest,
+        # exactly as a worker runs it (parse, budget, model, reply).
+        requests = [
+            Request(json.loads(raw) if body == "json" else raw, headers) for raw, headers in batch
+        ]
+        for result in service.handle_batch(requests):
+            if isinstance(result, Overloaded):
+                refused[0] += 1  # over the batch's work budget, as served: a fast 503
+            elif isinstance(result, RequestError):
+                raise result
 
+    refused = [0]
     batches = [rows[i : i + shape.batch_size] for i in range(0, len(rows), shape.batch_size)]
     for b in batches:  # warm-up, as for the bare model
         run(b)
+    refused[0] = 0
     done, start = 0, time.perf_counter()
     while True:
         for b in batches:
@@ -289,4 +287,10 @@ def handler_throughput(
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds:
             break
-    return {"body": body, "requests": done, "seconds": elapsed, "rps": done / elapsed}
+    return {
+        "body": body,
+        "requests": done,
+        "seconds": elapsed,
+        "rps": done / elapsed,
+        "refused_over_budget": refused[0],
+    }

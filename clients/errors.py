@@ -4,6 +4,12 @@ TorchServe answers the same failure differently per protocol (a handler's 400 is
 REST, INVALID_ARGUMENT over gRPC, or even gRPC OK with the error JSON as the body when the handler
 marked only one request of a batch). Everything is folded here into one small hierarchy keyed by the
 HTTP status, so callers write `except BadRequest as e: e.reason` once.
+
+The kinds are the server's: a handler's answer names its `kind`, and the client looks it up in the
+server's taxonomy (handlers/errors.py, imported: it has no heavy dependency) for its status and its
+class (`ClientError.error_class`), so a kind's status is written once, there. The classes here are
+HTTP status families (`Overloaded` covers the handler's `overloaded` kind and TorchServe's own full
+queue), not a second list of kinds.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from handlers.errors import status_by_kind
+from handlers.errors import RequestError, error_kinds
 
 
 class ClientError(Exception):
@@ -28,6 +34,12 @@ class ClientError(Exception):
         self.protocol = protocol
         if status is not None:
             self.status = status
+
+    @property
+    def error_class(self) -> type[RequestError] | None:
+        """The server's error class of this answer's kind (None: not a handler's kind, e.g.
+        TorchServe's own refusals)."""
+        return error_kinds().get(self.kind or "")
 
     def __str__(self) -> str:
         where = f" over {self.protocol}" if self.protocol else ""
@@ -100,6 +112,11 @@ AUTH_EXCEPTION = "InvalidKeyException"
 def error_for(
     status: int, reason: str, *, kind: str | None = None, protocol: str = ""
 ) -> ClientError:
+    """The client error of an answer; a handler's `kind` decides its status (the server's taxonomy),
+    whatever status the protocol carried it with."""
+    server = error_kinds().get(kind or "")
+    if server is not None:
+        status = server.status
     cls = _BY_STATUS.get(
         status, ServerError if status >= 500 else BadRequest if status >= 400 else ClientError
     )
@@ -139,5 +156,5 @@ def from_body(body: bytes, protocol: str = "grpc") -> ClientError | None:
     if parsed is None:
         return None
     reason, kind = parsed
-    status = status_by_kind().get(kind or "", 400)
-    return error_for(status, reason, kind=kind, protocol=protocol)
+    server = error_kinds().get(kind or "")
+    return error_for(server.status if server else 400, reason, kind=kind, protocol=protocol)

@@ -14,15 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from handlers.errors import RequestError
+from handlers.errors import Overloaded
 
-
-class Overloaded(RequestError):
-    """This batch's work budget is spent: retry (into a later batch) after `retry_after_s`."""
-
-    status = 503
-    kind = "overloaded"
-    retry_after_s: int | None = 1
+__all__ = ["Overloaded", "admit", "over_budget", "within_budget"]
 
 
 def admit(costs: Sequence[int | None], budget: int) -> list[bool]:

@@ -105,6 +105,15 @@ class NotServed(RequestError):
     kind = "not_implemented"
 
 
+class Overloaded(RequestError):
+    """This batch's work budget is spent (handlers/budget.py): retry (into a later batch) after
+    `retry_after_s`."""
+
+    status = 503
+    kind = "overloaded"
+    retry_after_s: int | None = 1
+
+
 class InternalError(RequestError):
     """The server failed on this request (a bug, not the client's input): 500 with the request id
     the traceback is logged under. Only this request gets it; its batch neighbours are answered."""
@@ -126,15 +135,22 @@ class ArchiveError(Exception):
     """The archive itself is wrong (missing file, bad setting): raised at load, never per request."""
 
 
-def status_by_kind() -> dict[str, int]:
-    """Every RequestError kind → its status: the one copy, which the clients import too (a gRPC
-    answer marked bad per request comes back OK with only the body's kind to go on)."""
-    found, todo = {}, [RequestError]
+def error_kinds() -> dict[str, type[RequestError]]:
+    """Every RequestError kind → its class: the one taxonomy, which the clients look kinds up in
+    (a gRPC answer marked bad per request comes back OK with only the body's kind to go on). Every
+    kind is defined in this module, so importing it is enough to know them all."""
+    found: dict[str, type[RequestError]] = {}
+    todo: list[type[RequestError]] = [RequestError]
     while todo:
         cls = todo.pop()
-        found[cls.kind] = cls.status
+        found.setdefault(cls.kind, cls)
         todo += cls.__subclasses__()
     return found
+
+
+def status_by_kind() -> dict[str, int]:
+    """Every RequestError kind → its status."""
+    return {kind: cls.status for kind, cls in error_kinds().items()}
 
 
 def reason_phrase(status: int) -> str:

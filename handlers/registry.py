@@ -3,8 +3,9 @@
 A model named `m` owns these folders, and nothing outside them names it:
 
     handlers/m_handler.py        the TorchServe handler (the .mar's entry point)
-    handlers/m/                  its plain modules: model-config.yaml, codec.py (the wire contract,
-                                 both directions), samples.py (the hooks below)
+    handlers/m/                  its plain modules: model-config.yaml, model.py (MODEL: its part of
+                                 the serving lifecycle, handlers/service.py), codec.py (the wire
+                                 contract, both directions), samples.py (the hooks below)
     training/m/                  its training package: CONFIGS {"tiny", "default"} and
                                  train(out, config="default", **opts) -> manifest
 
@@ -67,6 +68,11 @@ class ModelSpec:
 
     def hook(self, attr: str, default: Any = None) -> Any:
         return getattr(self.samples(), attr, default)
+
+    def model_class(self) -> Any:
+        """The model's part of the serving lifecycle: `MODEL` in handlers/<name>/model.py (the
+        `Model` protocol of handlers/service.py). Imports the model's runtime stack."""
+        return importlib.import_module(f"handlers.{self.name}.model").MODEL
 
     def codec(self) -> ModuleType:
         return importlib.import_module(f"handlers.{self.name}.codec")

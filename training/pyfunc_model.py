@@ -1,10 +1,13 @@
 """The PyFunc of every registered version (MLflow "models from code": this file is copied into the
 logged model and run at load, with the `handlers` package beside it on sys.path).
 
-It is a thin adapter: the answers come from the handler's own predictor, loaded from the staged
-directory with the archive's model-config.yaml, so `predict` returns what TorchServe returns.
-    sentiment: a DataFrame with a `text` column → one response dict per row
-    frequency: `signal`, `sample_rate`, `frequencies` columns → one response dict per row
+It is a thin adapter over the serving lifecycle (handlers/service.py): the staged directory is loaded
+with the archive's model-config.yaml, the DataFrame's rows are cut into batches of the archive's
+`batchSize` as TorchServe forms them, and each batch runs through `ModelService.handle_batch`, limits
+and work budget included, so `predict` returns what TorchServe returns:
+    each row's columns are the request's JSON body (sentiment: `text`; frequency: `signal`,
+    `sample_rate`, `frequencies`) → the served JSON answer, or for a refused row its error body
+    (`error`, `kind`) with the HTTP `status` it is served with.
 """
 
 from __future__ import annotations
@@ -19,53 +22,36 @@ from mlflow.pyfunc.model import PythonModel
 
 class ServedModel(PythonModel):
     def load_context(self, context):
+        from handlers.service import MODEL_CONFIG, ModelService
+
         model_dir = Path(context.artifacts["model_dir"])
-        manifest = json.loads((model_dir / "manifest.json").read_text())
-        config = yaml.safe_load((model_dir / "model-config.yaml").read_text()) or {}
-        serving = config.get("handler") or {}
-        self.family = manifest["model"]
-        if self.family == "sentiment":
-            from handlers.sentiment.predict import SentimentPredictor
-
-            self.predictor = SentimentPredictor.from_dir(model_dir, serving)
-        else:
-            # Until handlers/frequency gets a predictor class, the engine plus the handler's
-            # body layout (handlers/frequency_handler.py postprocess) is the served path.
-            from handlers.frequency.engine import FrequencyEngine
-            from handlers.frequency.settings import parse_settings
-
-            self.settings = parse_settings(manifest, serving)
-            self.engine = FrequencyEngine(self.settings, model_dir)
-            self.model = {"name": "frequency", "version": self.settings.version}
+        self.service = ModelService.from_dir(model_dir)
+        config_file = model_dir / MODEL_CONFIG
+        config = yaml.safe_load(config_file.read_text()) if config_file.is_file() else None
+        self.batch_size = max(1, int((config or {}).get("batchSize", 1)))
 
     def predict(self, context, model_input, params=None):
-        if self.family == "sentiment":
-            return self.predictor.predict([str(t) for t in model_input["text"]])
-        from handlers.frequency.codec import decode_request, json_floats
-
         rows = model_input.to_dict(orient="records")
-        requests = [
-            decode_request({"body": {k: _plain(v) for k, v in row.items()}}, {}, self.settings)
-            for row in rows
+        return answer_rows(self.service, rows, self.batch_size)
+
+
+def answer_rows(service, rows: list[dict], batch_size: int) -> list:
+    """Each row as a request's JSON body, run in batches of `batch_size` through the service."""
+    from handlers.errors import RequestError
+    from handlers.service import Request
+
+    answers: list = []
+    for start in range(0, len(rows), batch_size):
+        batch = [
+            Request({k: _plain(v) for k, v in row.items()}, {"Content-Type": "application/json"})
+            for row in rows[start : start + batch_size]
         ]
-        answers = []
-        for req, comp in zip(requests, self.engine.windows(requests), strict=True):
-            components = [
-                {
-                    "frequency": f,
-                    "signal": json_floats(comp.signal[j]),
-                    "std": json_floats(comp.std[j]),
-                }  # fmt: skip
-                for j, f in enumerate(req.frequencies)
-            ]
-            answers.append(
-                {
-                    "sample_rate": self.settings.sample_rate,
-                    "components": components,
-                    "model": dict(self.model),
-                }  # fmt: skip
-            )
-        return answers
+        for result in service.handle_batch(batch):
+            if isinstance(result, RequestError):
+                answers.append(result.to_body() | {"status": result.status})
+            else:
+                answers.append(json.loads(result.body))
+    return answers
 
 
 def _plain(value):

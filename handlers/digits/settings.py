@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from handlers.errors import ArchiveError
 from handlers.manifest import (
@@ -19,12 +19,11 @@ from handlers.manifest import (
     manifest_version,
     names,
     positive_int,
-    reject_unknown,
     reject_unknown_export,
     require,
     text,
 )
-from handlers.runtime import RUNTIME_FILES
+from handlers.settings import PositiveInt, ServingSettings
 
 LAYOUTS = ("NCHW", "NHWC")
 CHANNELS = (1, 3)
@@ -129,17 +128,27 @@ class DigitsExport:
         )
 
 
-SERVING_KEYS = frozenset(
-    {
-        "runtime",
-        "threads",
-        "max_image_bytes",
-        "max_image_pixels",
-        "max_grid_side",
-        "max_images",
-        "max_batch_images",
-    }
-)
+class DigitsServing(ServingSettings):
+    """The model-config's `handler:` block: how to serve the export (the same names as the other
+    models'). These defaults are the only ones; the model-config overrides them."""
+
+    runtime: Literal["onnx", "torchscript"] = "onnx"
+    """onnx or torchscript: which exported file the handler runs."""
+    threads: PositiveInt | None = None
+    """Intra-op threads of the runtime (None: library default)."""
+    max_image_bytes: PositiveInt = 1 << 20
+    """Largest encoded image (PNG/JPEG/WebP bytes, or its base64 in JSON) accepted."""
+    max_image_pixels: PositiveInt = 4_000_000
+    """Largest decoded image, width x height, checked from the header before any pixel is decoded."""
+    max_grid_side: PositiveInt = 64
+    """Longest side of a JSON grid of numbers."""
+    max_images: PositiveInt = 64
+    """Images per request ({"images": [...]})."""
+    max_batch_images: PositiveInt = 256
+    """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+
+
+SERVING_KEYS = frozenset(DigitsServing.model_fields)
 """The knobs model-config.yaml's `handler:` block may set."""
 
 
@@ -170,23 +179,18 @@ class DigitsSettings:
 def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = DigitsExport.from_block(handler_block(manifest))
-    serving = dict(config or {})
-    reject_unknown(serving, SERVING_KEYS, "digits")
-    runtime = str(serving.get("runtime", "onnx"))
-    if runtime not in RUNTIME_FILES:
-        raise ArchiveError(f"runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}")
-    threads = serving.get("threads")
+    serving = DigitsServing.parse(config, "digits")
     settings = DigitsSettings(
         export=export,
-        runtime=runtime,
-        max_image_bytes=positive_int(serving.get("max_image_bytes", 1 << 20), "handler.max_image_bytes"),
-        max_image_pixels=positive_int(serving.get("max_image_pixels", 4_000_000), "handler.max_image_pixels"),
-        max_grid_side=positive_int(serving.get("max_grid_side", 64), "handler.max_grid_side"),
-        max_images=positive_int(serving.get("max_images", 64), "handler.max_images"),
-        max_batch_images=positive_int(serving.get("max_batch_images", 256), "handler.max_batch_images"),
+        runtime=serving.runtime,
+        max_image_bytes=serving.max_image_bytes,
+        max_image_pixels=serving.max_image_pixels,
+        max_grid_side=serving.max_grid_side,
+        max_images=serving.max_images,
+        max_batch_images=serving.max_batch_images,
         version=manifest_version(manifest),
-        threads=positive_int(threads, "handler.threads") if threads else None,
-    )  # fmt: skip
+        threads=serving.threads,
+    )
     if settings.max_grid_side < max(export.native_size):
         raise ArchiveError(
             f"handler.max_grid_side {settings.max_grid_side} is below the native size "

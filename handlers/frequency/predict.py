@@ -8,7 +8,8 @@ call per chunk length, each starting from the state its client sent. Nothing out
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -26,7 +27,7 @@ from handlers.predictor import Predictor
 
 @dataclass(frozen=True)
 class Extraction:
-    """The answer to one request."""
+    """The answer to one request; it serialises itself (`reply`: JSON or float32)."""
 
     frequencies: tuple[float, ...]
     components: Components
@@ -37,6 +38,41 @@ class Extraction:
     samples_seen: int | None = None
     binary: bool = False
     """Answer as float32 (the client sent Accept: application/octet-stream)."""
+    sample_rate: int | None = None
+    """The served sample rate, reported in the answer."""
+    model: Mapping[str, str] = field(default_factory=dict)
+    """The `model` block of the answer (name, version)."""
+
+    def to_body(self) -> dict:
+        """The JSON answer (the codec's `answer_json`); the sample arrays stay float32 rows."""
+        comp = self.components
+        return codec.answer_json(
+            self.frequencies, comp.signal, comp.std, self.sample_rate, dict(self.model),
+            self.state, self.samples_seen,
+        )  # fmt: skip
+
+    def to_json(self) -> bytes:
+        # orjson writes each float32 as the shortest text that reads back as that float32
+        # (exact, and 20x faster than json.dumps over rounded Python floats: 1 ms vs 21 ms
+        # for 2,000 samples x 4 frequencies). The JSON is ASCII.
+        return orjson.dumps(self.to_body(), option=orjson.OPT_SERIALIZE_NUMPY)
+
+    def reply(self) -> Reply:
+        """Body, content type and headers (the codec's encoders); JSON unless the client accepts
+        float32. A stream's state is in the X-Stream-State header of every answer, and in the
+        body of a JSON one (our own URL-safe base64: ASCII, never client text)."""
+        if not self.binary:
+            return Reply(
+                self.to_json(),
+                "application/json",
+                codec.stream_headers(self.state, self.samples_seen),
+            )
+        comp = self.components
+        data, headers = codec.answer_float32(
+            self.frequencies, comp.signal, comp.std, self.sample_rate,
+            header_value(str(self.model.get("version", ""))), self.state, self.samples_seen,
+        )  # fmt: skip
+        return Reply(data, codec.FLOAT32, headers)
 
 
 _PENDING = RequestError("not answered")
@@ -84,7 +120,9 @@ class FrequencyPredictor(Predictor[FrequencySettings]):
             one_shot, self.engine.windows([r for _, r in one_shot]), strict=True
         ):
             n = num_windows(req.signal.shape[0], s.window, s.hop)
-            results[i] = Extraction(req.frequencies, comp, n, binary=req.binary_answer)
+            results[i] = Extraction(
+                req.frequencies, comp, n, binary=req.binary_answer, **self._served()
+            )
         chunks, idxs = [], []
         for i, r in enumerate(requests):
             if isinstance(r, SignalRequest) and r.streaming:
@@ -101,6 +139,7 @@ class FrequencyPredictor(Predictor[FrequencySettings]):
                 self.states.encode(state),
                 state.samples_seen,
                 binary,
+                **self._served(),
             )
         return results
 
@@ -116,29 +155,13 @@ class FrequencyPredictor(Predictor[FrequencySettings]):
             )
         return SignalRequest(req.signal, req.sample_rate, state.frequencies, state.selectors), state
 
+    def _served(self) -> dict:
+        return {"sample_rate": self.settings.sample_rate, "model": self.model_info}
+
     def body(self, answer: Extraction) -> dict:
-        """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
-        comp = answer.components
-        return codec.answer_json(
-            answer.frequencies, comp.signal, comp.std, self.settings.sample_rate,
-            self.model_info, answer.state, answer.samples_seen,
-        )  # fmt: skip
+        """The JSON answer (`Extraction.to_body`)."""
+        return answer.to_body()
 
     def reply(self, answer: Extraction) -> Reply:
-        """Body, content type and headers of one answer (the codec's encoders); JSON unless the
-        client accepts float32. A stream's state is in the X-Stream-State header of every answer,
-        and in the body of a JSON one (our own URL-safe base64: ASCII, never client text)."""
-        if not answer.binary:
-            # orjson writes each float32 as the shortest text that reads back as that float32
-            # (exact, and 20x faster than json.dumps over rounded Python floats: 1 ms vs 21 ms
-            # for 2,000 samples x 4 frequencies). The JSON is ASCII.
-            body = orjson.dumps(self.body(answer), option=orjson.OPT_SERIALIZE_NUMPY)
-            return Reply(
-                body, "application/json", codec.stream_headers(answer.state, answer.samples_seen)
-            )
-        comp = answer.components
-        data, headers = codec.answer_float32(
-            answer.frequencies, comp.signal, comp.std, self.settings.sample_rate,
-            header_value(self.settings.version), answer.state, answer.samples_seen,
-        )  # fmt: skip
-        return Reply(data, codec.FLOAT32, headers)
+        """Body, content type and headers of one answer (`Extraction.reply`)."""
+        return answer.reply()

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from handlers.errors import ArchiveError
 from handlers.manifest import (
     handler_block,
     manifest_version,
-    minimum_int,
     names,
     positive_int,
-    reject_unknown,
     reject_unknown_export,
     require,
     text,
 )
-from handlers.runtime import RUNTIME_FILES
+from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
 
 
 @dataclass(frozen=True)
@@ -140,10 +140,28 @@ def _served(graph: ExportGraph, name: str, runtime: str) -> GraphSpec:
     return GraphSpec(graph.inputs, graph.outputs, filename)
 
 
-SERVING_KEYS = frozenset(
-    {"runtime", "threads", "hop", "max_samples", "max_batch_samples", "mc_samples", "seed"}
-)
-"""The knobs model-config.yaml's `handler:` block may set (the same names as sentiment's)."""
+class FrequencyServing(ServingSettings):
+    """The model-config's `handler:` block: how to serve the export (the same names as
+    sentiment's). These defaults are the only ones; the model-config overrides them."""
+
+    runtime: Literal["onnx", "torchscript"] = "onnx"
+    """onnx or torchscript: which exported files the handler runs."""
+    threads: PositiveInt | None = None
+    """Intra-op threads of the runtime (None: library default)."""
+    hop: PositiveInt | None = None
+    """Samples between window starts; None: window / 2 (Hann overlap-add)."""
+    max_samples: PositiveInt = 20000
+    """Longest signal (or stream chunk) accepted, samples."""
+    max_batch_samples: PositiveInt = 100000
+    """Work per batch, samples x requested frequencies: past it a request gets 503 + Retry-After."""
+    mc_samples: Annotated[int, Field(ge=2)] = 32
+    """MC-dropout samples of the head for the std band."""
+    seed: NonNegativeInt = 0
+    """Seed of the fixed dropout masks: answers do not depend on batching."""
+
+
+SERVING_KEYS = frozenset(FrequencyServing.model_fields)
+"""The knobs model-config.yaml's `handler:` block may set."""
 
 
 @dataclass(frozen=True)
@@ -180,33 +198,26 @@ class FrequencySettings:
 def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = FrequencyExport.from_block(handler_block(manifest))
-    serving = dict(config or {})
     # e.g. stream_idle_s from before streams moved to the client, or the old name mc_seed
-    reject_unknown(serving, SERVING_KEYS, "frequency")
-    runtime = str(serving.get("runtime", "onnx"))
-    if runtime not in RUNTIME_FILES:
-        raise ArchiveError(f"runtime must be onnx or torchscript, not {runtime!r}")
-    hop = positive_int(serving.get("hop") or export.window // 2, "handler.hop")
+    serving = FrequencyServing.parse(config, "frequency")
+    hop = serving.hop or export.window // 2
     if not hop <= export.window:
         raise ArchiveError(f"hop must be in (0, window={export.window}], not {hop}")
-    threads = serving.get("threads")
     return FrequencySettings(
-        runtime=runtime,
+        runtime=serving.runtime,
         window=export.window,
         hop=hop,
         sample_rate=export.sample_rate,
         frequencies=export.frequencies,
-        max_samples=positive_int(serving.get("max_samples", 20000), "handler.max_samples"),
-        max_batch_samples=positive_int(
-            serving.get("max_batch_samples", 100000), "handler.max_batch_samples"
-        ),
-        mc_samples=minimum_int(serving.get("mc_samples", 32), "handler.mc_samples", 2),
-        seed=minimum_int(serving.get("seed", 0), "handler.seed"),
+        max_samples=serving.max_samples,
+        max_batch_samples=serving.max_batch_samples,
+        mc_samples=serving.mc_samples,
+        seed=serving.seed,
         layers=export.layers,
         hidden=export.hidden,
-        sequence=_served(export.sequence, "sequence", runtime),
-        step=_served(export.step, "step", runtime),
+        sequence=_served(export.sequence, "sequence", serving.runtime),
+        step=_served(export.step, "step", serving.runtime),
         head_file=export.head,
         version=manifest_version(manifest),
-        threads=positive_int(threads, "handler.threads") if threads else None,
+        threads=serving.threads,
     )

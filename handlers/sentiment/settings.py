@@ -8,7 +8,7 @@ answering the first request with a 500.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from handlers.errors import ArchiveError
 from handlers.manifest import (
@@ -17,29 +17,48 @@ from handlers.manifest import (
     minimum_int,
     names,
     positive_int,
-    reject_unknown,
     reject_unknown_export,
     require,
     text,
 )
-from handlers.runtime import RUNTIME_FILES
+from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
 
-SERVING_KEYS = frozenset(
-    {
-        "runtime",
-        "threads",
-        "max_length",
-        "mc_samples",
-        "seed",
-        "max_text_bytes",
-        "max_texts",
-        "max_batch_tokens",
-        "self_check_atol",
-        "fp16",
-        "fp16_atol",
-        "intra_op_spinning",
-    }
-)
+
+class SentimentServing(ServingSettings):
+    """The model-config's `handler:` block: how to serve the export. These defaults are the only
+    ones; handlers/sentiment/model-config.yaml restates the limits it ships with (equal to them)."""
+
+    runtime: Literal["onnx", "onnx-int8", "torchscript"] = "onnx"
+    """onnx, onnx-int8 (the export's gated model.int8.onnx) or torchscript."""
+    threads: PositiveInt | None = None
+    """Intra-op threads of the runtime; None keeps the runtime's default."""
+    max_length: PositiveInt | None = None
+    """Tokens per text after truncation; None: the exported max_length (never more)."""
+    mc_samples: PositiveInt = 16
+    """MC-dropout samples of the head (the head is tiny: cost grows with this, not the encoder)."""
+    seed: NonNegativeInt = 0
+    """Seed of the dropout masks, drawn once at load."""
+    max_text_bytes: PositiveInt = 8192
+    """Largest UTF-8 text accepted per item; longer ones are refused with 400."""
+    max_texts: PositiveInt = 16
+    """Most texts in one {"texts": [...]} request."""
+    max_batch_tokens: PositiveInt = 5120
+    """Work budget of one batch, in tokens (one largest request, 16 x 256, + 1024 for short ones):
+    requests past it get a fast 503 with Retry-After (handlers/budget.py). The first request of a
+    batch always runs."""
+    self_check_atol: float = 1e-3
+    """At load, the head over the graph's features must reproduce the graph's logits within this."""
+    fp16: bool = False
+    """TorchScript under float16 autocast: a GPU option, gated at load against float32."""
+    fp16_atol: float = 0.05
+    """fp16 gate: max |logit| and |feature| difference from float32 on the load-time probe texts
+    (and the same predicted label); the head's self-check is widened to this too."""
+    intra_op_spinning: bool = False
+    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
+    on shared cores the spinning threads compete with TorchServe's frontend."""
+
+
+SERVING_KEYS = frozenset(SentimentServing.model_fields)
 """The knobs model-config.yaml's `handler:` block may set."""
 
 
@@ -136,34 +155,17 @@ class SentimentSettings:
     filled from its end (head+tail, as in training). max_length keeps the start only."""
     version: str
     """The artifact version from the manifest, reported in every response."""
+    serving: SentimentServing
+    """The model-config's knobs (runtime, threads, limits, MC-dropout samples...)."""
     tokenizer_file: str = SentimentExport.tokenizer
     head_file: str = SentimentExport.head
     feature_dim: int | None = None
-    runtime: str = "onnx"
-    """onnx, onnx-int8 (the export's gated model.int8.onnx) or torchscript."""
-    threads: int | None = None
-    """Intra-op threads of the runtime; None keeps the runtime's default."""
-    mc_samples: int = 16
-    """MC-dropout samples of the head (the head is tiny: cost grows with this, not the encoder)."""
-    seed: int = 0
-    """Seed of the dropout masks, drawn once at load."""
-    max_text_bytes: int = 8192
-    """Largest UTF-8 text accepted per item; longer ones are refused with 400."""
-    max_texts: int = 32
-    """Most texts in one {"texts": [...]} request."""
-    max_batch_tokens: int = 8192
-    """Work budget of one batch, in tokens: requests past it get a fast 503 with Retry-After
-    (handlers/budget.py). The first request of a batch always runs."""
-    self_check_atol: float = 1e-3
-    """At load, the head over the graph's features must reproduce the graph's logits within this."""
-    fp16: bool = False
-    """TorchScript under float16 autocast: a GPU option, gated at load against float32."""
-    fp16_atol: float = 0.05
-    """fp16 gate: max |logit| and |feature| difference from float32 on the load-time probe texts
-    (and the same predicted label); the head's self-check is widened to this too."""
-    intra_op_spinning: bool = False
-    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
-    on shared cores the spinning threads compete with TorchServe's frontend."""
+
+    def __getattr__(self, name: str) -> Any:
+        # The serving knobs read as settings.<knob>; their one definition is SentimentServing.
+        if name != "serving" and name in SentimentServing.model_fields:
+            return getattr(self.serving, name)
+        raise AttributeError(name)
 
 
 HEAD_TAIL = "head+tail"
@@ -191,27 +193,12 @@ def _head_tokens(rule: Any, head: Any, max_length: int) -> int:
 def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = SentimentExport.from_block(handler_block(manifest))
-    serve = dict(config or {})
-    max_length = positive_int(
-        serve.pop("max_length", None) or export.max_length, "handler.max_length"
-    )
+    serving = SentimentServing.parse(config, "sentiment")
+    max_length = serving.max_length or export.max_length
     if max_length > export.max_length:
         raise ArchiveError(
             f"handler.max_length {max_length} exceeds the exported {export.max_length}"
         )
-    runtime = str(serve.pop("runtime", "onnx"))
-    if runtime not in RUNTIME_FILES:
-        raise ArchiveError(
-            f"handler.runtime must be one of {sorted(RUNTIME_FILES)}, not {runtime!r}"
-        )
-    threads = serve.pop("threads", None)
-    reject_unknown(serve, SERVING_KEYS - {"runtime", "threads", "max_length"}, "sentiment")
-    for key in ("fp16", "intra_op_spinning"):
-        if key in serve and not isinstance(serve[key], bool):
-            raise ArchiveError(f"handler.{key} must be true or false, not {serve[key]!r}")
-    for key in ("mc_samples", "max_text_bytes", "max_texts", "max_batch_tokens"):
-        if key in serve:
-            positive_int(serve[key], f"handler.{key}")
     return SentimentSettings(
         input_names=export.input_names,
         output_names=export.output_names,
@@ -221,10 +208,8 @@ def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
         pad_token_id=export.pad_token_id,
         head_tokens=export.kept_head(),
         version=manifest_version(manifest),
+        serving=serving,
         tokenizer_file=export.tokenizer,
         head_file=export.head,
         feature_dim=export.feature_dim,
-        runtime=runtime,
-        threads=positive_int(threads, "handler.threads") if threads else None,
-        **serve,
     )

@@ -89,3 +89,30 @@ def test_normal_answers_are_not_mistaken_for_errors():
         b'{"error": 3}',
     ):
         assert from_body(body) is None
+
+
+def test_the_client_knows_every_server_kind_without_importing_the_handlers_budget():
+    """Guard: `overloaded` lived in handlers/budget.py, which a client process never imports, so a
+    gRPC answer marked overloaded in its body came back as a 400 BadRequest instead of a 503."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from clients.errors import from_body\n"
+        "e = from_body(json.dumps({'error': 'busy', 'kind': 'overloaded'}).encode())\n"
+        "assert 'torch' not in sys.modules and 'numpy' not in sys.modules, 'heavy import'\n"
+        "print(type(e).__name__, e.status, e.error_class.__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["Overloaded", "503", "Overloaded"]
+
+
+def test_a_kind_takes_its_status_from_the_servers_taxonomy():
+    from handlers.errors import error_kinds
+
+    for kind, server in error_kinds().items():
+        err = from_http(400, json.dumps({"error": "x", "kind": kind}).encode())
+        assert err.status == server.status and err.error_class is server, kind

@@ -170,7 +170,7 @@ def test_handler_answers_json_grids_and_pngs_alike(artifacts, test_split):
         list(by_grid["probabilities"].values()), list(by_png["probabilities"].values()), atol=0.02
     )
     assert by_grid["model"]["arch"] == handler.settings.export.arch
-    want = handler.predictor.classify([grey])[0]
+    want = handler.service.model.predictor.classify([grey])[0]
     assert by_grid["label"] == want.label
 
 

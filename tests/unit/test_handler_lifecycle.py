@@ -47,14 +47,14 @@ def test_a_mode_header_on_request_0_does_not_switch_the_batch(handler, signal, m
 
 
 def test_an_unexpected_exception_in_one_parse_is_that_requests_500(handler, signal, monkeypatch):
-    parse = handler.parse
+    parse = handler.service.model.parse
 
-    def fragile(row, headers):
-        if b"poison" in row["body"]:
+    def fragile(body, headers, row=None):
+        if b"poison" in body:
             raise ZeroDivisionError("a bug nobody expected")
-        return parse(row, headers)
+        return parse(body, headers, row=row)
 
-    monkeypatch.setattr(handler, "parse", fragile)
+    monkeypatch.setattr(handler.service.model, "parse", fragile)
     neighbour = good(signal)
     expected = alone(handler, neighbour)
     poison = (b'{"poison": 1}', {"Content-Type": JSON})
@@ -70,7 +70,7 @@ def test_a_model_call_that_fails_on_one_request_fails_only_that_request(
 ):
     """The batched call raises because of one request: each is run alone, and only the culprit's
     answer is an error; the neighbours get exactly the answers they get alone."""
-    inference = handler.inference
+    inference = handler.service.model.inference
 
     def fails_with_7_samples(items):
         if any(getattr(r, "signal", np.zeros(1)).shape[0] == 7 for r in items):
@@ -79,7 +79,7 @@ def test_a_model_call_that_fails_on_one_request_fails_only_that_request(
 
     neighbour = good(signal)
     expected = alone(handler, neighbour)
-    monkeypatch.setattr(handler, "inference", fails_with_7_samples)
+    monkeypatch.setattr(handler.service.model, "inference", fails_with_7_samples)
     culprit = as_json({"signal": [0.5] * 7})
     results = run_batch(handler, [neighbour, culprit, neighbour])
     assert results[1][0] == 500 and results[1][1]["request_id"] == "req-1"

@@ -192,42 +192,27 @@ def sentiment_answer(label: str, entropy: float, truncated: bool = False) -> dic
     }
 
 
-class BatchContext:
-    """The slice of TorchServe's Context that the handler's replies write to."""
+def service_with(model_cls, tel):
+    """The lifecycle over a model whose predictor is never called (replies and reports only)."""
+    from handlers.service import ModelService
 
-    request_ids = {0: "r0", 1: "r1", 2: "r2"}
-
-    def set_response_header(self, idx, name, value):
-        pass
-
-    def set_response_content_type(self, idx, value):
-        pass
-
-    def set_response_status(self, code, phrase, idx=0):
-        pass
-
-
-def handler_with(cls, tel):
-    handler = cls()
-    handler.context, handler.telemetry = BatchContext(), tel
-    return handler
+    model = model_cls.__new__(model_cls)
+    model.name = "m"
+    return ModelService(model, tel)
 
 
 def test_a_mixed_sentiment_batch_is_reported_as_the_traffic_implies(tel, fake, caplog):
-    from handlers.sentiment_handler import SentimentHandler
+    from handlers.sentiment.model import Classification, SentimentModel
 
     batch = [
-        sentiment_answer("positive", 0.1, truncated=True),
+        Classification((sentiment_answer("positive", 0.1, truncated=True),), many=False),
         BadField("missing field 'text'"),
-        [
-            sentiment_answer("negative", 0.6),
-            sentiment_answer("positive", 0.2),
-        ],  # one request, two texts
+        Classification(
+            (sentiment_answer("negative", 0.6), sentiment_answer("positive", 0.2)), many=True
+        ),  # one request, two texts
     ]
     with caplog.at_level(logging.INFO, logger="handlers.telemetry"):
-        handler_with(SentimentHandler, tel)._respond(
-            BatchContext(), batch, [{}] * 3, ["r0", "r1", "r2"]
-        )
+        service_with(SentimentModel, tel)._reply(batch, ["r0", "r1", "r2"])
     assert fake.values(telemetry.BATCH_SIZE) == [3]
     assert fake.values(telemetry.REFUSED, Reason="bad_field") == [1]
     assert json.loads(caplog.records[0].getMessage())["request_id"] == "r1"
@@ -243,12 +228,12 @@ def test_frequency_windows_are_observed_once_per_one_shot_request(tel, fake):
     import numpy as np
 
     from handlers.frequency.engine import Components
+    from handlers.frequency.model import FrequencyModel
     from handlers.frequency.predict import Extraction
-    from handlers.frequency_handler import FrequencyHandler
 
     comp = Components(np.zeros((1, 4), np.float32), np.full((1, 4), 0.5, np.float32))
     answers = [Extraction((1.0,), comp, 5), Extraction((1.0,), comp, None, "state", 4)]
-    handler_with(FrequencyHandler, tel).report(answers + [Extraction((1.0,), comp, 1)])
+    FrequencyModel.report(None, answers + [Extraction((1.0,), comp, 1)], tel)  # type: ignore[arg-type]
     assert fake.values(telemetry.WINDOWS) == [5, 1]  # the stream chunk has none
     assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [1, 1, 1]  # one per answer
 

@@ -1,0 +1,62 @@
+"""The digits model's part of the lifecycle (handlers/service.py): decode images, classify the
+batch's images in one runtime call within its image budget, answer with typed `DigitsAnswer`s.
+
+Nothing here names the network: a different architecture exported with the same manifest block
+serves through it unchanged (handlers/digits/predict.py reads the graph's shape and layout).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from handlers.codec import Reply
+from handlers.digits.codec import ImageRequest
+from handlers.digits.predict import DigitsAnswer, DigitsPredictor
+from handlers.digits.settings import DigitsSettings
+from handlers.errors import RequestError
+from handlers.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+class DigitsModel:
+    def __init__(self, predictor: DigitsPredictor):
+        self.predictor = predictor
+        self.name = predictor.name
+        self.settings: DigitsSettings = predictor.settings
+
+    @classmethod
+    def load(
+        cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "digits"
+    ) -> DigitsModel:
+        predictor = DigitsPredictor.from_dir(model_dir, config, device=device, name=name)
+        s = predictor.settings
+        log.info(
+            "digits %s ready: arch=%s input=%s %s runtime=%s",
+            s.version, s.export.arch, list(s.export.input_shape), s.export.layout, s.runtime,
+        )  # fmt: skip
+        return cls(predictor)
+
+    def parse(
+        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
+    ) -> ImageRequest:
+        row = dict(row) if row is not None else {"body": body}
+        return self.predictor.decode(row, dict(headers))
+
+    def inference(
+        self, parsed: list[ImageRequest | RequestError]
+    ) -> list[DigitsAnswer | RequestError]:
+        return self.predictor.predict(parsed)
+
+    def reply(self, answer: DigitsAnswer) -> Reply:
+        return self.predictor.reply(answer)
+
+    def report(self, answers: list[DigitsAnswer], telemetry: Telemetry) -> None:
+        self.predictor.report(answers, telemetry)
+
+
+MODEL = DigitsModel
+"""This model's entry in the registry (handlers/registry.py)."""

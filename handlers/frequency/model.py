@@ -1,0 +1,76 @@
+"""The frequency model's part of the lifecycle (handlers/service.py): decode signal requests, run
+the batch's one-shot windows and stream chunks (each chunk continuing the state its client sent:
+the worker keeps nothing) within the batch's work budget, answer with typed `Extraction`s."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from handlers.budget import within_budget
+from handlers.codec import Reply
+from handlers.errors import RequestError
+from handlers.frequency.codec import SignalRequest, decode_request
+from handlers.frequency.predict import Extraction, FrequencyPredictor
+from handlers.frequency.settings import FrequencySettings
+from handlers.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+class FrequencyModel:
+    def __init__(self, predictor: FrequencyPredictor):
+        self.predictor = predictor
+        self.name = predictor.name
+        self.settings: FrequencySettings = predictor.settings
+
+    @classmethod
+    def load(
+        cls,
+        model_dir: Path,
+        config: dict,
+        device: str = "cpu",
+        name: str = "frequency",
+        *,
+        state_key: bytes | None = None,
+    ) -> FrequencyModel:
+        """`state_key` signs stream states; None reads the deployment's key file."""
+        predictor = FrequencyPredictor.from_dir(
+            model_dir, config, device=device, name=name, state_key=state_key
+        )
+        s = predictor.settings
+        log.info("frequency %s ready: runtime=%s", s.version, s.runtime)
+        return cls(predictor)
+
+    def parse(
+        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
+    ) -> SignalRequest:
+        row = dict(row) if row is not None else {"body": body}
+        return decode_request(row, dict(headers), self.settings)
+
+    def inference(
+        self, parsed: list[SignalRequest | RequestError]
+    ) -> list[Extraction | RequestError]:
+        # Work per batch is bounded like sentiment's tokens: samples x frequencies, in arrival order.
+        costs = [
+            r.signal.shape[0] * len(r.selectors) if isinstance(r, SignalRequest) else None
+            for r in parsed
+        ]
+        admitted = within_budget(
+            parsed, costs, self.settings.max_batch_samples, "samples x frequencies"
+        )
+        return self.predictor.predict(admitted)
+
+    def reply(self, answer: Extraction) -> Reply:
+        return answer.reply()
+
+    def report(self, answers: list[Extraction], telemetry: Telemetry) -> None:
+        for answer in answers:
+            telemetry.extractions(answer.frequencies, answer.components.std)
+        telemetry.windows(a.windows for a in answers if a.windows)
+
+
+MODEL = FrequencyModel
+"""This model's entry in the registry (handlers/registry.py)."""

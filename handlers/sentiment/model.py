@@ -1,0 +1,113 @@
+"""The sentiment model's part of the lifecycle (handlers/service.py): parse texts, run every good
+text of the batch in one padded pass within the batch's token budget, answer each request with
+its typed `Classification`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from handlers.budget import within_budget
+from handlers.codec import Reply, decode_request
+from handlers.errors import RequestError
+from handlers.sentiment.inputs import TextRequest, parse_texts
+from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
+from handlers.sentiment.settings import SentimentSettings
+from handlers.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The answer to one request: one prediction per text, in order."""
+
+    predictions: tuple[dict, ...]
+    """Each text's prediction (label, probabilities, uncertainty, truncated, model)."""
+    many: bool
+    """The request sent {"texts": [...]}: the answer is a list even for one text."""
+
+    def to_body(self) -> dict | list[dict]:
+        return list(self.predictions) if self.many else self.predictions[0]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_body())
+
+    def reply(self) -> Reply:
+        return Reply(self.to_json(), "application/json", {})
+
+
+class SentimentModel:
+    def __init__(self, predictor: SentimentPredictor):
+        self.predictor = predictor
+        self.name = predictor.name
+        self.settings: SentimentSettings = predictor.settings
+
+    @classmethod
+    def load(
+        cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "sentiment"
+    ) -> SentimentModel:
+        predictor = SentimentPredictor.from_dir(model_dir, config, device=device, name=name)
+        s = predictor.settings
+        log.info(
+            "sentiment %s ready: runtime=%s device=%s",
+            s.version,
+            s.runtime,
+            predictor.runtime.device,
+        )
+        return cls(predictor)
+
+    def parse(
+        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
+    ) -> TextRequest:
+        payload = decode_request(dict(row) if row is not None else {"body": body}, dict(headers))
+        return parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
+
+    def inference(
+        self, parsed: list[TextRequest | RequestError]
+    ) -> list[Classification | RequestError]:
+        # Each text is tokenized once: the ids both price the request against the batch's token
+        # budget and become the runtime's input.
+        encoder = self.predictor.encoder
+        pieces = [
+            encoder.pieces(item.texts) if isinstance(item, TextRequest) else [] for item in parsed
+        ]
+        costs = [
+            encoder.token_count(p) if isinstance(item, TextRequest) else None
+            for item, p in zip(parsed, pieces, strict=True)
+        ]
+        # Requests past the batch's token budget become 503 `overloaded` (handlers/budget.py).
+        parsed = within_budget(parsed, costs, self.settings.max_batch_tokens, "tokens")
+        run = [
+            (item, p)
+            for item, p in zip(parsed, pieces, strict=True)
+            if isinstance(item, TextRequest)
+        ]
+        texts = [t for item, _ in run for t in item.texts]
+        results = iter(self.predictor.predict(texts, [x for _, p in run for x in p]))
+        answers: list[Classification | RequestError] = []
+        for item in parsed:
+            if isinstance(item, RequestError):
+                answers.append(item)
+            else:
+                mine = tuple(next(results) for _ in item.texts)
+                answers.append(Classification(mine, item.many))
+        return answers
+
+    def reply(self, answer: Classification) -> Reply:
+        return answer.reply()
+
+    def report(self, answers: list[Classification], telemetry: Telemetry) -> None:
+        predictions = [p for a in answers for p in a.predictions]
+        telemetry.predictions(p["label"] for p in predictions)
+        telemetry.truncated(sum(bool(p["truncated"]) for p in predictions))
+        for measure in UNCERTAINTY_SCORES:
+            telemetry.uncertainty(measure, [p["uncertainty"][measure] for p in predictions])
+
+
+MODEL = SentimentModel
+"""This model's entry in the registry (handlers/registry.py)."""

@@ -1,0 +1,235 @@
+"""The serving lifecycle every model shares, with no TorchServe in it: a batch of raw requests in,
+one reply or one error per request out.
+
+`ModelService(model).handle_batch(requests)` is what the TorchServe handler (handlers/base.py, a thin
+adapter), the MLflow PyFunc, bench and the tests all call, so an answer in process is the answer
+served, work budget included. Per batch:
+
+- parse, per request: the model decodes and validates (a bad request becomes its `RequestError`); a
+  request for a mode this deployment does not serve (`/explanations`, KServe `:explain`) is refused
+  alone with 501; any other exception becomes that request's own 500 with its request id, logged
+  with the traceback. Nothing one request carries switches its neighbours' mode;
+- inference: the model's batched call over the parsed requests (its work budget inside). If it
+  raises, the batch runs again one request at a time, so only the request that fails alone gets a
+  500 and its neighbours get the answers they get alone;
+- reply: each answer is written by the model's `reply` (a failure there is that request's 500);
+- report: the model's telemetry of the answered requests (a failure there is only logged).
+
+A model provides the `Model` protocol below, one class per model in `handlers/<name>/model.py`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+import yaml
+
+from handlers.codec import BODY_KEYS, Reply, request_header
+from handlers.errors import ArchiveError, InternalError, NotServed, RequestError
+from handlers.manifest import read_manifest
+from handlers.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+EXPLAIN_HEADER = "explain"
+"""Set by TorchServe's frontend to "True" on /explanations, /v1/models/<m>:explain and
+/v2/models/<m>/explain."""
+
+MODEL_CONFIG = "model-config.yaml"
+"""The archive's TorchServe config; its `handler:` block is the model's serving settings."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One raw request, as any server receives it."""
+
+    body: bytes | str | dict | list | None
+    """The body: raw bytes, decoded text, or JSON TorchServe already parsed (its row's body/data)."""
+    headers: Mapping[str, Any] = field(default_factory=dict)
+    """Request headers (TorchServe's per-request headers, names in the client's case)."""
+    id: str | None = None
+    """The server's request id, for log lines and the 500 a client can quote."""
+    row: Mapping[str, Any] | None = None
+    """The TorchServe row as received, when it came through TorchServe: named parts beside the body
+    (gRPC inputs, form fields) are read from it. None in process."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], headers: Mapping[str, Any], id: str | None) -> Self:
+        """A TorchServe request row: the body under "body" or "data", or its one part."""
+        body = next((row[k] for k in BODY_KEYS if row.get(k) is not None), None)
+        if body is None and len(row) == 1:
+            body = next(iter(row.values()))
+        return cls(body, headers, id, row)
+
+
+class Model(Protocol):
+    """What each model provides to the lifecycle."""
+
+    name: str
+    """The served name (TorchServe's registered name), reported in every answer."""
+    settings: Any
+    """The parsed, validated settings (handlers/<name>/settings.py)."""
+
+    @classmethod
+    def load(cls, model_dir: Path, config: dict, device: str, name: str) -> Model:
+        """Load from the unpacked archive or artifact dir with the model-config `handler:` block;
+        a bad archive raises ArchiveError."""
+        ...
+
+    def parse(self, body: Any, headers: Mapping[str, Any]) -> Any:
+        """One request's body and headers → the model's request, or raise a RequestError. A model
+        that reads named parts beside the body may take a `row` keyword too (`Request.row`)."""
+        ...
+
+    def inference(self, parsed: list[Any]) -> list[Any]:
+        """The batch's parsed requests (RequestErrors among them) → one answer or RequestError each,
+        in order. The batch's work budget is applied here (handlers/budget.within_budget)."""
+        ...
+
+    def reply(self, answer: Any) -> Reply:
+        """One answer → its body, content type and headers (the answer serialises itself)."""
+        ...
+
+    def report(self, answers: list[Any], telemetry: Telemetry) -> None:
+        """Model-specific telemetry of the batch's answered (not refused) requests."""
+        ...
+
+
+def model_class(family: str) -> Any:
+    """The `Model` class of a registered model family (handlers/registry.py)."""
+    from handlers import registry
+
+    try:
+        return registry.get(family).model_class()
+    except KeyError as err:
+        raise ArchiveError(
+            f"no model named {family!r}; known: {', '.join(registry.names())}"
+        ) from err
+
+
+def serving_config(model_dir: Path) -> dict:
+    """The `handler:` block of the model-config.yaml in `model_dir` ({} when there is none)."""
+    path = Path(model_dir) / MODEL_CONFIG
+    if not path.is_file():
+        return {}
+    return (yaml.safe_load(path.read_text()) or {}).get("handler") or {}
+
+
+class ModelService:
+    """One model's lifecycle over batches of raw requests (see the module docstring)."""
+
+    def __init__(self, model: Model, telemetry: Telemetry | None = None):
+        self.model = model
+        self.telemetry = telemetry if telemetry is not None else Telemetry(None, model.name)
+        """No TorchServe: a Telemetry without metrics emits nothing (refusals are still logged)."""
+
+    @classmethod
+    def from_dir(
+        cls,
+        model_dir: str | Path,
+        name: str | None = None,
+        config: dict | None = None,
+        device: str = "cpu",
+        model: Any = None,
+        telemetry: Telemetry | None = None,
+    ) -> Self:
+        """Load the model in an archive or artifact dir. `model`: its class (default: the manifest's
+        model family in the registry); `config`: the serving settings (default: the dir's
+        model-config.yaml `handler:` block, or none); `name`: default the family."""
+        model_dir = Path(model_dir)
+        family = str(read_manifest(model_dir).get("model", ""))
+        cls_ = model or model_class(family)
+        config = serving_config(model_dir) if config is None else config
+        return cls(cls_.load(model_dir, config, device, name or family), telemetry)
+
+    @property
+    def settings(self) -> Any:
+        return self.model.settings
+
+    def handle_batch(self, requests: Sequence[Request]) -> list[Reply | RequestError]:
+        """One Reply or RequestError per request, in order; never raises for a request's sake."""
+        ids = [r.id for r in requests]
+        with self.telemetry.stage("preprocess"):
+            parsed = [self._parse(r) for r in requests]
+        with self.telemetry.stage("inference"):
+            answers = self._infer(parsed, ids)
+        with self.telemetry.stage("postprocess"):
+            return self._reply(answers, ids)
+
+    def _parse(self, request: Request) -> Any:
+        try:
+            if str(request_header(dict(request.headers), EXPLAIN_HEADER)).lower() == "true":
+                raise NotServed(
+                    "explanations are not served by this deployment; POST the same body to "
+                    f"/predictions/{self.model.name}"
+                )
+            parse: Any = self.model.parse
+            if request.row is not None and _takes_row(parse):
+                return parse(request.body, request.headers, row=request.row)
+            return self.model.parse(request.body, request.headers)
+        except RequestError as err:
+            return err
+        except Exception:
+            log.exception("request %s: parsing failed", request.id)
+            return InternalError(request.id)
+
+    def _infer(self, parsed: list[Any], ids: list[str | None]) -> list[Any]:
+        try:
+            return _checked(self.model.inference(parsed), parsed)
+        except Exception:
+            log.exception(
+                "batch of %d: the model call failed; running its requests alone", len(parsed)
+            )
+        # One request's input may break the batched call: each runs alone, so only its own answer
+        # is an error (a lone request's answer is the same as its answer in a batch).
+        answers: list[Any] = []
+        for item, rid in zip(parsed, ids, strict=True):
+            if isinstance(item, RequestError):
+                answers.append(item)
+                continue
+            try:
+                [answer] = _checked(self.model.inference([item]), [item])
+            except Exception:
+                log.exception("request %s: the model call failed", rid)
+                answer = InternalError(rid)
+            answers.append(answer)
+        return answers
+
+    def _reply(self, answers: list[Any], ids: list[str | None]) -> list[Reply | RequestError]:
+        self.telemetry.batch(len(answers))
+        results: list[Reply | RequestError] = []
+        answered = []
+        for answer, rid in zip(answers, ids, strict=True):
+            if not isinstance(answer, RequestError):
+                try:
+                    results.append(self.model.reply(answer))
+                    answered.append(answer)
+                    continue
+                except Exception:
+                    log.exception("request %s: writing the answer failed", rid)
+                    answer = InternalError(rid)
+            self.telemetry.refused_error(answer, rid)
+            results.append(answer)
+        try:
+            self.model.report(answered, self.telemetry)
+        except Exception:  # why: telemetry never turns answered requests into errors
+            log.warning("telemetry: report failed", exc_info=True)
+        return results
+
+
+def _takes_row(parse: Any) -> bool:
+    try:
+        return "row" in inspect.signature(parse).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _checked(answers: Any, parsed: list[Any]) -> list[Any]:
+    if not isinstance(answers, list) or len(answers) != len(parsed):
+        raise TypeError(f"inference returned {type(answers).__name__}, not {len(parsed)} answers")
+    return answers

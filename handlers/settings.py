@@ -1,0 +1,66 @@
+"""What every model's serving settings share: the model-config.yaml `handler:` block as a strict,
+declarative pydantic model, one per model (handlers/<name>/settings.py).
+
+Strict: an unknown key (a typo, a retired knob) and a value of the wrong type (`seed: "abc"`,
+`fp16_atol: wide`, `fp16: "yes"`) fail the load with an `ArchiveError` naming the key; nothing is
+coerced. The field defaults are the one source of defaults; an archive's model-config overrides
+them. TorchServe's own handler keys (`profile`, read by ts/handler_utils/timer.py) are tolerated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from handlers.errors import ArchiveError
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class ServingSettings(BaseModel):
+    """Base of a model's `handler:` block."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
+    )
+    profile: bool = False
+    """TorchServe's own key: log the handler's stage times (read by TorchServe's `timed`
+    decorator, ts/handler_utils/timer.py, not by this project's handlers)."""
+
+    @classmethod
+    def parse(cls, config: dict | None, model: str) -> Self:
+        """The `handler:` block → settings, or ArchiveError naming each bad or unknown key."""
+        try:
+            return cls.model_validate(dict(config or {}))
+        except ValidationError as e:
+            raise ArchiveError(cls._explain(e, model)) from None
+
+    @classmethod
+    def _explain(cls, error: ValidationError, model: str) -> str:
+        known = sorted(cls.model_fields)
+        errors = error.errors()
+        unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
+        problems = [_problem(e) for e in errors if e["type"] != "extra_forbidden"]
+        if unknown:
+            problems.insert(
+                0,
+                f"unknown {model} handler settings: {', '.join(unknown)} "
+                f"(model-config.yaml handler: knows {', '.join(known)})",
+            )
+        return "; ".join(problems)
+
+
+def _problem(e: Any) -> str:
+    key = "handler." + ".".join(str(p) for p in e["loc"] if not isinstance(p, int))
+    ctx, value = e.get("ctx") or {}, e["input"]
+    if e["type"] == "greater_than_equal" and ctx.get("ge") == 1:
+        return f"{key} must be a positive integer, not {value!r}"
+    if e["type"] == "greater_than_equal":
+        return f"{key} must be an integer >= {ctx.get('ge')}, not {value!r}"
+    if e["type"] == "bool_type":
+        return f"{key} must be true or false, not {value!r}"
+    if e["type"] == "literal_error":
+        return f"{key} must be one of {ctx.get('expected')}, not {value!r}"
+    return f"{key}: {e['msg'].lower()}, not {value!r}"

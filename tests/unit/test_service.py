@@ -1,0 +1,206 @@
+"""The serving lifecycle without TorchServe (handlers/service.py): in process, through the TorchServe
+adapter and through the MLflow PyFunc, the same requests get the same answers, budget included."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from handlers.base import BATCH_SIZE_HEADER, STREAM_NEXT_HEADER
+from handlers.errors import RequestError
+from handlers.frequency.model import FrequencyModel
+from handlers.frequency_handler import FrequencyHandler
+from handlers.sentiment.model import SentimentModel
+from handlers.sentiment_handler import SentimentHandler
+from handlers.service import ModelService, Request
+from tests.unit.test_sentiment_handler import SERVE_CONFIG, write_toy_artifacts
+
+KEY = b"a-test-key-shared-by-every-worker"
+LONG = "a rather long review that goes on about the plot and the cast " * 3
+
+
+class FakeContext:
+    """The slice of TorchServe's Context the adapter uses, and nothing of TorchServe."""
+
+    def __init__(self, model_dir: Path, config: dict, headers: list[dict] | None = None):
+        self.system_properties = {"model_dir": str(model_dir), "gpu_id": None}
+        self.model_name = None
+        self.model_yaml_config = {"batchSize": 8, "handler": config}
+        self.request_ids = {}
+        self._headers = headers or []
+        self.status, self.content_type, self.response_headers = {}, {}, {}
+
+    def get_all_request_header(self, idx: int) -> dict:
+        return self._headers[idx]
+
+    def set_response_header(self, idx: int, name: str, value: str) -> None:
+        self.response_headers.setdefault(idx, {})[name] = value
+
+    def set_response_content_type(self, idx: int, value: str) -> None:
+        self.content_type[idx] = value
+
+    def set_response_status(self, code: int, phrase: str, idx: int = 0) -> None:
+        self.status[idx] = code
+
+
+def served(handler, requests: list[Request]) -> list[tuple[int, str, object, dict]]:
+    """Through the adapter: (status, content type, body, response headers) per request."""
+    ctx = FakeContext(Path("unused"), {}, [dict(r.headers) for r in requests])
+    ctx.request_ids = {i: r.id for i, r in enumerate(requests)}
+    out = handler.handle([{"body": r.body} for r in requests], ctx)
+    return [
+        (ctx.status.get(i, 200), ctx.content_type[i], body, ctx.response_headers[i])
+        for i, body in enumerate(out)
+    ]
+
+
+def in_process(service: ModelService, requests: list[Request]):
+    """The same, straight from handle_batch (no adapter, no context)."""
+    results = []
+    for r in service.handle_batch(requests):
+        if isinstance(r, RequestError):
+            retry = {"Retry-After": str(r.retry_after_s)} if r.retry_after_s else {}
+            results.append((r.status, "application/json", json.dumps(r.to_body()), retry))
+        else:
+            results.append((200, r.content_type, r.body, dict(r.headers)))
+    return results
+
+
+@pytest.fixture(scope="module")
+def toy_dir(tmp_path_factory) -> Path:
+    return write_toy_artifacts(tmp_path_factory.mktemp("toy-sentiment"))
+
+
+def json_request(payload, i: int, **headers) -> Request:
+    return Request(
+        json.dumps(payload).encode(),
+        {"body": {"content-type": "application/json"}, "Content-Type": "application/json"}
+        | headers,
+        f"req-{i}",
+    )
+
+
+def sentiment_batch() -> list[Request]:
+    return [
+        json_request({"text": LONG}, 0),
+        json_request({"texts": ["good fun", "awful plot"]}, 1),
+        Request(
+            b"{not json", {"body": {"content-type": "application/json"}, "Accept": "*/*"}, "req-2"
+        ),
+        json_request({"text": "good"}, 3, explain="True"),
+        json_request({"text": LONG}, 4),  # past the budget below: 503
+        json_request({"text": "not very good"}, 5),
+    ]
+
+
+def test_in_process_answers_equal_the_torchserve_adapters(toy_dir):
+    config = SERVE_CONFIG | {"max_batch_tokens": 28}
+    handler = SentimentHandler()
+    handler.initialize(FakeContext(toy_dir, config))
+    service = ModelService.from_dir(toy_dir, config=config)
+    requests = sentiment_batch()
+    got, want = served(handler, requests), in_process(service, requests)
+    assert [s for s, *_ in got] == [200, 200, 400, 501, 503, 200]
+    for (s, ctype, body, headers), (s2, ctype2, body2, headers2) in zip(got, want, strict=True):
+        assert (s, ctype, json.loads(body)) == (s2, ctype2, json.loads(body2))
+        assert headers[BATCH_SIZE_HEADER] == "6"
+        assert STREAM_NEXT_HEADER not in headers  # REST rows never stream
+        assert {k: v for k, v in headers.items() if k != BATCH_SIZE_HEADER} == headers2
+
+
+def test_frequency_in_process_answers_equal_the_adapters_float32_included(
+    frequency_artifacts, monkeypatch, tmp_path
+):
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    monkeypatch.setenv("FREQUENCY_STATE_HMAC_FILE", str(key))
+    config = {"runtime": "onnx", "threads": 1, "max_samples": 5000, "mc_samples": 8}
+    handler = FrequencyHandler()
+    handler.initialize(FakeContext(frequency_artifacts, config))
+    service = ModelService(FrequencyModel.load(frequency_artifacts, config, state_key=KEY))
+    signal = np.sin(np.arange(400) / 7).astype("<f4")
+    requests = [
+        json_request({"signal": signal.tolist(), "frequencies": [1]}, 0),
+        json_request({"signal": signal.tolist(), "stream": True}, 1),
+        Request(
+            signal.tobytes(),
+            {
+                "body": {"content-type": "application/octet-stream"},
+                "Accept": "application/octet-stream",
+            },
+            "req-2",
+        ),
+        json_request({"signal": []}, 3),
+    ]
+    got, want = served(handler, requests), in_process(service, requests)
+    assert [s for s, *_ in got] == [200, 200, 200, 400]
+    for (s, ctype, body, headers), (s2, ctype2, body2, headers2) in zip(got, want, strict=True):
+        assert (s, ctype) == (s2, ctype2)
+        if ctype == "application/octet-stream":
+            assert body == body2
+        else:
+            assert json.loads(body) == json.loads(body2)
+        assert {k: v for k, v in headers.items() if k != BATCH_SIZE_HEADER} == headers2
+
+
+def test_a_model_without_torchserve_runs_with_silent_telemetry(toy_dir):
+    service = ModelService(SentimentModel.load(toy_dir, SERVE_CONFIG, "cpu", "toy"))
+    [reply] = service.handle_batch([Request({"text": "good fun"})])
+    assert json.loads(reply.body)["model"]["name"] == "toy"
+
+
+def test_the_pyfunc_refuses_an_over_budget_row_as_the_server_does(toy_dir, tmp_path):
+    """Guard: the PyFunc used to run every row through the predictor, with no batch budget, so
+    a DataFrame got answers TorchServe refuses with 503 overloaded."""
+    pytest.importorskip("mlflow")
+    from training.pyfunc_model import ServedModel
+
+    staged = tmp_path / "staged"
+    shutil.copytree(toy_dir, staged)
+    config = SERVE_CONFIG | {"max_batch_tokens": 12}
+    (staged / "model-config.yaml").write_text(yaml.safe_dump({"batchSize": 8, "handler": config}))
+
+    class MLflowContext:
+        artifacts = {"model_dir": str(staged)}
+
+    pyfunc = ServedModel()
+    pyfunc.load_context(MLflowContext())
+    pd = pytest.importorskip("pandas")
+    got = pyfunc.predict(None, pd.DataFrame({"text": [LONG, LONG, "fun"]}))
+
+    handler = SentimentHandler()
+    handler.initialize(FakeContext(staged, config))
+    want = served(
+        handler, [json_request({"text": t}, i) for i, t in enumerate([LONG, LONG, "fun"])]
+    )
+    assert "label" in got[0]
+    assert got[0] == json.loads(want[0][2])
+    for row, (status, _, body, headers) in zip(got[1:], want[1:], strict=True):
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert row == json.loads(body) | {"status": 503}
+        assert row["kind"] == "overloaded"
+
+
+def test_the_pyfunc_batches_rows_as_torchserve_forms_batches(toy_dir, tmp_path):
+    """Rows past batchSize go into the next batch with a fresh budget, as served."""
+    pytest.importorskip("mlflow")
+    pd = pytest.importorskip("pandas")
+    from training.pyfunc_model import ServedModel
+
+    staged = tmp_path / "staged"
+    shutil.copytree(toy_dir, staged)
+    config = SERVE_CONFIG | {"max_batch_tokens": 12}
+    (staged / "model-config.yaml").write_text(yaml.safe_dump({"batchSize": 1, "handler": config}))
+
+    class MLflowContext:
+        artifacts = {"model_dir": str(staged)}
+
+    pyfunc = ServedModel()
+    pyfunc.load_context(MLflowContext())
+    got = pyfunc.predict(None, pd.DataFrame({"text": [LONG, LONG, "fun"]}))
+    assert all("label" in row for row in got)
