@@ -5,13 +5,15 @@ one reply or one error per request out.
 adapter), the MLflow PyFunc, bench and the tests all call, so an answer in process is the answer
 served, work budget included. Per batch:
 
-- parse, per request: the model decodes and validates (a bad request becomes its `RequestError`); a
-  request for a mode this deployment does not serve (`/explanations`, KServe `:explain`) is refused
-  alone with 501; any other exception becomes that request's own 500 with its request id, logged
-  with the traceback. Nothing one request carries switches its neighbours' mode;
-- inference: the model's batched call over the parsed requests (its work budget inside). If it
-  raises, the batch runs again one request at a time, so only the request that fails alone gets a
-  500 and its neighbours get the answers they get alone;
+- parse, per request: the model decodes and validates (a bad request becomes its `RequestError`);
+  any other exception becomes that request's own 500 with its request id, logged with the
+  traceback. Each request's mode is its own: a request for an explanation (`/explanations`, KServe
+  `:explain`, or over gRPC an `explain` input of "true" beside the body) is explained, its
+  neighbours are predicted; a model without `explain` refuses it alone with 501;
+- inference: the model's batched call over the parsed predictions, and its `explain` over the
+  explanations, each with its own work budget inside. If a call raises, its requests run again one
+  at a time, so only the request that fails alone gets a 500 and its neighbours get the answers
+  they get alone;
 - reply: each answer is written by the model's `reply` (a failure there is that request's 500);
 - report: the model's telemetry of the answered requests (a failure there is only logged).
 
@@ -39,6 +41,10 @@ log = logging.getLogger(__name__)
 EXPLAIN_HEADER = "explain"
 """Set by TorchServe's frontend to "True" on /explanations, /v1/models/<m>:explain and
 /v2/models/<m>/explain."""
+
+EXPLAIN_INPUT = "explain"
+"""Over gRPC (TorchServe 0.12's inference.proto has no explanations RPC and the frontend sets no
+explain header there): an input of this name with the value "true" beside the body."""
 
 MODEL_CONFIG = "model-config.yaml"
 """The archive's TorchServe config; its `handler:` block is the model's serving settings."""
@@ -98,6 +104,34 @@ class Model(Protocol):
     def report(self, answers: list[Any], telemetry: Telemetry) -> None:
         """Model-specific telemetry of the batch's answered (not refused) requests."""
         ...
+
+    # Optional: a model that explains its answers (POST /explanations/<name>) also has
+    #   explain(parsed: list[request | RequestError]) -> list[explanation | RequestError]
+    # with its own explanation budget inside; each explanation has `reply() -> Reply`.
+
+
+@dataclass(frozen=True)
+class Explain:
+    """A parsed request that asked for an explanation instead of a prediction."""
+
+    request: Any
+
+
+@dataclass(frozen=True)
+class Explained:
+    """An explanation answer (it writes its own reply)."""
+
+    answer: Any
+
+
+def wants_explanation(request: Request) -> bool:
+    """This request's mode, from its own headers or gRPC inputs only."""
+    if str(request_header(dict(request.headers), EXPLAIN_HEADER)).strip().lower() == "true":
+        return True
+    value = (request.row or {}).get(EXPLAIN_INPUT)
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value[:8]).decode("ascii", "replace")
+    return isinstance(value, str) and value.strip().lower() == "true"
 
 
 def model_class(family: str) -> Any:
@@ -161,17 +195,24 @@ class ModelService:
         with self.telemetry.stage("postprocess"):
             return self._reply(answers, ids)
 
+    @property
+    def explains(self) -> bool:
+        return callable(getattr(self.model, "explain", None))
+
     def _parse(self, request: Request) -> Any:
         try:
-            if str(request_header(dict(request.headers), EXPLAIN_HEADER)).lower() == "true":
+            explain = wants_explanation(request)
+            if explain and not self.explains:
                 raise NotServed(
-                    "explanations are not served by this deployment; POST the same body to "
+                    f"{self.model.name} does not explain its answers; POST the same body to "
                     f"/predictions/{self.model.name}"
                 )
             parse: Any = self.model.parse
             if request.row is not None and _takes_row(parse):
-                return parse(request.body, request.headers, row=request.row)
-            return self.model.parse(request.body, request.headers)
+                parsed = parse(request.body, request.headers, row=request.row)
+            else:
+                parsed = self.model.parse(request.body, request.headers)
+            return Explain(parsed) if explain else parsed
         except RequestError as err:
             return err
         except Exception:
@@ -179,8 +220,25 @@ class ModelService:
             return InternalError(request.id)
 
     def _infer(self, parsed: list[Any], ids: list[str | None]) -> list[Any]:
+        """Predictions through `inference`, explanations through `explain`, back in request order."""
+        explain = [isinstance(p, Explain) for p in parsed]
+        answers: list[Any] = list(parsed)
+        if not all(explain):
+            idx = [i for i, e in enumerate(explain) if not e]
+            out = self._run(self.model.inference, [parsed[i] for i in idx], [ids[i] for i in idx])
+            for i, a in zip(idx, out, strict=True):
+                answers[i] = a
+        if any(explain):
+            idx = [i for i, e in enumerate(explain) if e]
+            items = [parsed[i].request for i in idx]
+            out = self._run(self.model.explain, items, [ids[i] for i in idx])  # type: ignore[attr-defined]
+            for i, a in zip(idx, out, strict=True):
+                answers[i] = a if isinstance(a, RequestError) else Explained(a)
+        return answers
+
+    def _run(self, call: Any, parsed: list[Any], ids: list[str | None]) -> list[Any]:
         try:
-            return _checked(self.model.inference(parsed), parsed)
+            return _checked(call(parsed), parsed)
         except Exception:
             log.exception(
                 "batch of %d: the model call failed; running its requests alone", len(parsed)
@@ -193,7 +251,7 @@ class ModelService:
                 answers.append(item)
                 continue
             try:
-                [answer] = _checked(self.model.inference([item]), [item])
+                [answer] = _checked(call([item]), [item])
             except Exception:
                 log.exception("request %s: the model call failed", rid)
                 answer = InternalError(rid)
@@ -207,6 +265,9 @@ class ModelService:
         for answer, rid in zip(answers, ids, strict=True):
             if not isinstance(answer, RequestError):
                 try:
+                    if isinstance(answer, Explained):
+                        results.append(answer.answer.reply())
+                        continue
                     results.append(self.model.reply(answer))
                     answered.append(answer)
                     continue

@@ -17,6 +17,7 @@ from handlers.digits.codec import ImageRequest
 from handlers.digits.predict import DigitsAnswer, DigitsPredictor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import RequestError
+from handlers.explain import bounded
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,35 @@ class DigitsModel:
 
     def reply(self, answer: DigitsAnswer) -> Reply:
         return self.predictor.reply(answer)
+
+    @property
+    def explainer(self) -> Any:
+        if getattr(self, "_explainer", None) is None:  # Captum and torch load on first use
+            from handlers.digits.explain import DigitsExplainer
+
+            s = self.settings.serving
+            self._explainer = DigitsExplainer(self.predictor, s.explain_method, s.explain_samples)
+        return self._explainer
+
+    def explain(self, parsed: list[ImageRequest | RequestError]) -> list[Any]:
+        """A map over the model's input pixels per image (handlers/digits/explain.py), within the
+        per-request and per-batch explanation budgets (handlers/explain.py)."""
+        from handlers.digits.explain import DigitsExplanations
+
+        s = self.settings.serving
+        costs = [
+            len(r.images) * self.explainer.cost() if isinstance(r, ImageRequest) else None
+            for r in parsed
+        ]
+        admitted = bounded(
+            parsed, costs, s.max_explain_passes, s.max_batch_explain_passes, "image-passes"
+        )
+        return [
+            DigitsExplanations(tuple(self.explainer.explain(g) for g in r.images), r.many)
+            if isinstance(r, ImageRequest)
+            else r
+            for r in admitted
+        ]
 
     def report(self, answers: list[DigitsAnswer], telemetry: Telemetry) -> None:
         self.predictor.report(answers, telemetry)

@@ -10,7 +10,7 @@ A bad value fails the load, never a request.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from handlers.errors import ArchiveError
@@ -146,6 +146,15 @@ class DigitsServing(ServingSettings):
     """Images per request ({"images": [...]})."""
     max_batch_images: PositiveInt = 256
     """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+    explain_method: Literal["shapley", "ablation"] = "shapley"
+    """Captum method of /explanations: Shapley sampling or leave-one-pixel-out
+    (docs/explanations.md compares them on deletion curves)."""
+    explain_samples: PositiveInt = 8
+    """Shapley sampling only: permutations drawn (each costs one pass per input pixel)."""
+    max_explain_passes: PositiveInt = 8192
+    """Cost limit of one explanation request, image-passes: past it 400 too_large."""
+    max_batch_explain_passes: PositiveInt = 8192
+    """Explanation work per batch, image-passes: requests past it get 503 + Retry-After."""
 
 
 SERVING_KEYS = frozenset(DigitsServing.model_fields)
@@ -174,6 +183,8 @@ class DigitsSettings:
     """The artifact version, reported in every answer."""
     threads: int | None = None
     """Intra-op threads of the runtime (None: library default)."""
+    serving: DigitsServing = field(default_factory=DigitsServing)
+    """All the model-config's knobs as given (the explanation settings are read from here)."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
@@ -190,6 +201,7 @@ def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
         max_batch_images=serving.max_batch_images,
         version=manifest_version(manifest),
         threads=serving.threads,
+        serving=serving,
     )
     if settings.max_grid_side < max(export.native_size):
         raise ArchiveError(

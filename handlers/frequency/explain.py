@@ -16,11 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from handlers.codec import Reply
+from handlers.explain import JsonExplanation
+from handlers.frequency import codec
 from handlers.frequency.codec import SignalRequest
 
 
 @dataclass(frozen=True)
-class FrequencyExplanation:
+class FrequencyExplanation(JsonExplanation):
     frequencies: tuple[float, ...]
     attributions: np.ndarray
     """(F, N) float32: per requested frequency, each input sample's share of its component's energy
@@ -31,6 +34,20 @@ class FrequencyExplanation:
     """Samples occluded together (stride: half of it)."""
     evaluations: int
     model: dict = field(default_factory=dict)
+    binary: bool = False
+    """Answer as float32 (the client sent Accept: application/octet-stream)."""
+
+    def reply(self) -> Reply:
+        if not self.binary:
+            return super().reply()
+        data = np.ascontiguousarray(self.attributions, dtype="<f4")
+        headers = {
+            "X-Shape": ",".join(str(d) for d in data.shape),
+            "X-Layout": "frequency,sample float32le; attribution of each input sample",
+            "X-Frequencies": ",".join(f"{f:g}" for f in self.frequencies),
+            "X-Explained": "occlusion; target component energy",
+        }
+        return Reply(data.tobytes(), codec.FLOAT32, headers)
 
     def to_json(self) -> dict:
         return {
@@ -104,4 +121,5 @@ class FrequencyExplainer:
             block=block,
             evaluations=evaluations,
             model=dict(self.predictor.model_info),
+            binary=request.binary_answer,
         )

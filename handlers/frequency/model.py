@@ -11,7 +11,8 @@ from typing import Any
 
 from handlers.budget import within_budget
 from handlers.codec import Reply
-from handlers.errors import RequestError
+from handlers.errors import BadField, RequestError
+from handlers.explain import bounded
 from handlers.frequency.codec import SignalRequest, decode_request
 from handlers.frequency.predict import Extraction, FrequencyPredictor
 from handlers.frequency.settings import FrequencySettings
@@ -65,6 +66,35 @@ class FrequencyModel:
 
     def reply(self, answer: Extraction) -> Reply:
         return answer.reply()
+
+    @property
+    def explainer(self) -> Any:
+        if getattr(self, "_explainer", None) is None:  # Captum and torch load on first use
+            from handlers.frequency.explain import FrequencyExplainer
+
+            self._explainer = FrequencyExplainer(
+                self.predictor, block=self.settings.serving.explain_block
+            )
+        return self._explainer
+
+    def explain(self, parsed: list[SignalRequest | RequestError]) -> list[Any]:
+        """Per requested frequency, each input sample's attribution (handlers/frequency/explain.py),
+        within the per-request and per-batch explanation budgets (handlers/explain.py)."""
+        items: list[Any] = [
+            BadField("explanations take a whole signal, not a stream chunk (drop stream/state)")
+            if isinstance(r, SignalRequest) and r.streaming
+            else r
+            for r in parsed
+        ]
+        costs = [
+            self.explainer.cost(r) * r.signal.shape[0] if isinstance(r, SignalRequest) else None
+            for r in items
+        ]
+        s = self.settings.serving
+        admitted = bounded(
+            items, costs, s.max_explain_samples, s.max_batch_explain_samples, "sample-passes"
+        )
+        return [self.explainer.explain(r) if isinstance(r, SignalRequest) else r for r in admitted]
 
     def report(self, answers: list[Extraction], telemetry: Telemetry) -> None:
         for answer in answers:

@@ -8,7 +8,7 @@ A bad value fails the load, never a request.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -158,6 +158,13 @@ class FrequencyServing(ServingSettings):
     """MC-dropout samples of the head for the std band."""
     seed: NonNegativeInt = 0
     """Seed of the fixed dropout masks: answers do not depend on batching."""
+    explain_block: PositiveInt = 100
+    """/explanations: samples occluded together (Captum Occlusion, stride half of it)."""
+    max_explain_samples: PositiveInt = 400000
+    """Cost limit of one explanation request, sample-passes (passes x signal samples): past it
+    400 too_large before anything runs (2,000 samples x 4 frequencies take 320,000)."""
+    max_batch_explain_samples: PositiveInt = 400000
+    """Explanation work per batch, sample-passes: requests past it get 503 + Retry-After."""
 
 
 SERVING_KEYS = frozenset(FrequencyServing.model_fields)
@@ -193,6 +200,8 @@ class FrequencySettings:
     bound to it."""
     threads: int | None = None
     """Intra-op threads of the runtime (None: library default)."""
+    serving: FrequencyServing = field(default_factory=FrequencyServing)
+    """All the model-config's knobs as given (the explanation limits are read from here)."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
@@ -220,4 +229,5 @@ def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
         head_file=export.head,
         version=manifest_version(manifest),
         threads=serving.threads,
+        serving=serving,
     )

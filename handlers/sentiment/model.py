@@ -14,6 +14,7 @@ from typing import Any
 from handlers.budget import within_budget
 from handlers.codec import Reply, decode_request
 from handlers.errors import RequestError
+from handlers.explain import JsonExplanation, bounded
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
 from handlers.sentiment.settings import SentimentSettings
@@ -41,11 +42,35 @@ class Classification:
         return Reply(self.to_json(), "application/json", {})
 
 
+@dataclass(frozen=True)
+class Explanations(JsonExplanation):
+    """The explanation of one request: one per text, in order (a list for {"texts": [...]})."""
+
+    explanations: tuple[Any, ...]
+    many: bool
+
+    def to_json(self) -> Any:
+        bodies = [e.to_json() for e in self.explanations]
+        return bodies if self.many else bodies[0]
+
+
 class SentimentModel:
     def __init__(self, predictor: SentimentPredictor):
         self.predictor = predictor
         self.name = predictor.name
         self.settings: SentimentSettings = predictor.settings
+        self._explainer: Any = None
+
+    @property
+    def explainer(self) -> Any:
+        if self._explainer is None:  # Captum and torch load on the first explanation only
+            from handlers.sentiment.explain import SentimentExplainer
+
+            s = self.settings
+            self._explainer = SentimentExplainer(
+                self.predictor, s.explain_method, samples=s.explain_samples
+            )
+        return self._explainer
 
     @classmethod
     def load(
@@ -100,6 +125,31 @@ class SentimentModel:
 
     def reply(self, answer: Classification) -> Reply:
         return answer.reply()
+
+    def explain_cost(self, request: TextRequest) -> int:
+        """Token-passes: per text, the passes its explanation takes x the tokens of each pass."""
+        encoder = self.predictor.encoder
+        return sum(
+            self.explainer.cost(text) * encoder.token_count([p])
+            for text, p in zip(request.texts, encoder.pieces(request.texts), strict=True)
+        )
+
+    def explain(
+        self, parsed: list[TextRequest | RequestError]
+    ) -> list[Explanations | RequestError]:
+        """Word attributions of each request's texts (handlers/sentiment/explain.py), within the
+        per-request and per-batch explanation budgets (handlers/explain.py)."""
+        s = self.settings
+        costs = [self.explain_cost(r) if isinstance(r, TextRequest) else None for r in parsed]
+        admitted = bounded(
+            parsed, costs, s.max_explain_tokens, s.max_batch_explain_tokens, "token-passes"
+        )
+        return [
+            Explanations(tuple(self.explainer.explain(t) for t in r.texts), r.many)
+            if isinstance(r, TextRequest)
+            else r
+            for r in admitted
+        ]
 
     def report(self, answers: list[Classification], telemetry: Telemetry) -> None:
         predictions = [p for a in answers for p in a.predictions]

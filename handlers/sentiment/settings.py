@@ -56,6 +56,17 @@ class SentimentServing(ServingSettings):
     intra_op_spinning: bool = False
     """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
     on shared cores the spinning threads compete with TorchServe's frontend."""
+    explain_method: Literal["ablation", "shapley"] = "ablation"
+    """Captum method of /explanations: leave-one-word-out or Shapley sampling
+    (docs/explanations.md compares them on deletion curves)."""
+    explain_samples: PositiveInt = 4
+    """Shapley sampling only: permutations drawn (each costs one pass per word)."""
+    max_explain_tokens: PositiveInt = 20480
+    """Cost limit of one explanation request, in token-passes (per text: passes x its tokens):
+    past it the request is refused with 400 too_large before anything runs."""
+    max_batch_explain_tokens: PositiveInt = 20480
+    """Explanation work per batch, token-passes: requests past it get 503 + Retry-After, so
+    predictions queued behind an explanation wait at most about four prediction batches."""
 
 
 SERVING_KEYS = frozenset(SentimentServing.model_fields)

@@ -1,0 +1,58 @@
+"""What every model's explanations share: a bounded cost per request and per batch, and one way to
+write an explanation as an answer.
+
+An explanation costs many forward passes (one per word, pixel or signal block, or more): each
+model prices a request before running it (`cost`), in a unit that tracks worker time (token-passes,
+pixel-passes, sample-passes). A request costing more than the model's per-request limit is refused
+at once with 400 `too_large` (it would never fit); past the batch's explanation budget, requests
+get 503 + Retry-After like predictions past theirs (handlers/budget.py). The worker is never held
+by explanations for longer than one budget's worth, so predictions queued behind keep their latency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from handlers.budget import within_budget
+from handlers.codec import Reply
+from handlers.errors import RequestError, TooLarge
+
+
+class JsonExplanation:
+    """An explanation answer: `to_json()` (numpy arrays allowed) written as the JSON body."""
+
+    def to_json(self) -> Any:
+        raise NotImplementedError
+
+    def reply(self) -> Reply:
+        body = orjson.dumps(self.to_json(), option=orjson.OPT_SERIALIZE_NUMPY)
+        return Reply(body, "application/json", {})
+
+
+def bounded(
+    parsed: Sequence[Any], costs: Sequence[int | None], limit: int, budget: int, unit: str
+) -> list[Any]:
+    """The batch's explanation requests with those over the per-request `limit` refused (400) and
+    those past the batch `budget` refused (503); `costs[i]` is None for an already refused item."""
+    out: list[Any] = []
+    kept: list[int | None] = []
+    for item, cost in zip(parsed, costs, strict=True):
+        if cost is not None and cost > limit:
+            out.append(
+                TooLarge(
+                    f"explaining this request would take {cost} {unit}; the limit is {limit} "
+                    "(send a shorter input, or ask /predictions)"
+                )
+            )
+            kept.append(None)
+        else:
+            out.append(item)
+            kept.append(cost)
+    return within_budget(out, kept, budget, f"{unit} of explanations")
+
+
+def refused(item: Any) -> bool:
+    return isinstance(item, RequestError)
