@@ -15,7 +15,7 @@ A model named `m` owns these folders, and nothing outside them names it:
     payloads(seed) -> () -> dict load-test / bench request bodies, deterministic per seed
     train_args() -> list[str]    extra `python -m training.m` options `make train` passes
     LOAD_COST: int               relative cost of serving it (the cheapest is used for fault tests)
-    STATE_KEY: str               the name of a signing-key secret it reads (k8s, entrypoint)
+    STATE_KEY: str               the variable naming its signing-key file (the pods mount the Secret there)
 
 This module imports nothing heavy: clients, the Makefile (`python -m handlers.registry names`) and
 the pod's init container read it. Adding a model is its folders plus one line in MODELS.
@@ -56,14 +56,18 @@ class ModelSpec:
         n = self.name
         return (f"handlers/{n}/", f"handlers/{n}_handler.py", f"training/{n}/")
 
-    def samples(self) -> ModuleType | None:
-        """handlers/<name>/samples.py, or None where the model defines no hooks."""
+    def module(self, part: str) -> ModuleType | None:
+        """handlers/<name>/<part>.py, or None where the model has no such module."""
         try:
-            return importlib.import_module(f"handlers.{self.name}.samples")
+            return importlib.import_module(f"handlers.{self.name}.{part}")
         except ModuleNotFoundError as err:
-            if err.name != f"handlers.{self.name}.samples":
+            if err.name != f"handlers.{self.name}.{part}":
                 raise
             return None
+
+    def samples(self) -> ModuleType | None:
+        """handlers/<name>/samples.py, or None where the model defines no hooks."""
+        return self.module("samples")
 
     def hook(self, attr: str, default: Any = None) -> Any:
         return getattr(self.samples(), attr, default)

@@ -9,12 +9,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from handlers.frequency.state import KEY_FILE_ENV
+
 # "stream": damaged copies also reach the stream fields and the state the answer signs.
 EXAMPLE = {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True}
 LOAD_WEIGHT = 1
 """Load-test tasks of this model per task of a weight-1 model."""
 LOAD_COST = 0
 """A small LSTM: the cheapest model to load, so destructive tests use it."""
+
+STATE_KEY = KEY_FILE_ENV
+"""The variable naming the file of the key that signs stream state: the pods mount the Secret
+torchserve-stream-state-key there."""
 
 SAMPLE_RATE = 1000.0
 """Hz; what the model was trained on."""
