@@ -22,10 +22,17 @@ LOAD_COST = 1
 BATCH_SIZES = (1, 1, 1, 4)
 """Reviews per load-test request: mostly single texts, sometimes a small list."""
 
+LIGHT_TEXTS = ("a fine film", "dull and far too long", "the cast carries a thin plot", "loved it")
+
 HELD_OUT_PERCENT = 10
 LENGTH_BUCKETS = ((0, 300), (300, 1000), (1000, 3000), (3000, 8000))
 """Review lengths in UTF-8 bytes: short, medium, long, very long (truncated by the model). The
 top stays under the handler's max_text_bytes (8192): load tests send valid requests."""
+
+
+def light_request(i: int) -> dict:
+    """A small valid body, cheap to build, varied by `i`: the rehearsal's Locust users send it."""
+    return {"text": LIGHT_TEXTS[i % len(LIGHT_TEXTS)]}
 
 
 def reviews_csv() -> Path:
