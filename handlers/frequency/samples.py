@@ -30,6 +30,15 @@ EXTRACT = ((1.0,), (1.0, 3.0), (1.0, 3.0, 5.0, 7.0))
 """Which components a load-test request asks for."""
 
 
+BENCH_BODIES = ("json", "float32")
+"""The body kinds `python -m bench` sends this model (float32: codec.request_float32)."""
+
+
+def bench_arguments(group) -> None:
+    """`python -m bench` options: they reach bench_feed as keyword arguments."""
+    group.add_argument("--signal-samples", type=int, default=2000, help="request length")
+
+
 def binary_example() -> tuple[bytes, str, dict[str, str]]:
     """EXAMPLE's signal as a float32 body."""
     from handlers.frequency.codec import request_float32

@@ -88,3 +88,10 @@ def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
     """One text per request: the unit in-process and served runs both count."""
     draw = payloads(seed, batch_sizes=(1,))
     return [draw() for _ in range(n)]
+
+
+def bench_stages(artifacts, runtime: str, payloads: list[dict], **opts) -> dict:
+    """`python -m bench`: this model's inference stage taken apart in-process (bench/inprocess.py)."""
+    from bench.inprocess import sentiment_stages
+
+    return sentiment_stages(artifacts, runtime, payloads, **opts)
