@@ -95,3 +95,10 @@ def bench_stages(artifacts, runtime: str, payloads: list[dict], **opts) -> dict:
     from bench.inprocess import sentiment_stages
 
     return sentiment_stages(artifacts, runtime, payloads, **opts)
+
+
+def fp16_atol() -> float:
+    """The serving fp16 gate (|diff| against fp32) bench/gpu_check.py checks a GPU run against."""
+    from handlers.sentiment.settings import SentimentSettings
+
+    return SentimentSettings.__dataclass_fields__["fp16_atol"].default
