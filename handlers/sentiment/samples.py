@@ -101,4 +101,4 @@ def fp16_atol() -> float:
     """The serving fp16 gate (|diff| against fp32) bench/gpu_check.py checks a GPU run against."""
     from handlers.sentiment.settings import SentimentSettings
 
-    return SentimentSettings.__dataclass_fields__["fp16_atol"].default
+    return float(SentimentSettings.__dataclass_fields__["fp16_atol"].default)  # type: ignore[arg-type]
