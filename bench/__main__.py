@@ -2,13 +2,15 @@
 artifact's in-process throughput at the serving batch size and threads, then served throughput and
 p50/p95/p99 latency through TorchServe over REST and gRPC at concurrencies up to 32, an open-loop
 run at 70% of the best served throughput (p99/p50), the CPU the load generator, the frontend and
-the workers used, and where a request's time goes. Frequency requests are 2,000-sample signals
-asking for all four frequencies, sent as JSON and as float32 bodies with float32 answers (REST);
-for each body kind the handler's whole path is also timed in-process against the bare model.
+the workers used, and where a request's time goes. Each model's requests are one fixed shape (its
+samples.py `bench_feed` hook, sized by the options its `bench_arguments` hook adds); a model whose
+`BENCH_BODIES` names float32 is also sent float32 bodies with float32 answers (REST), and for each
+body kind its handler's whole path is timed in-process against the bare model; a model with a
+`bench_stages` hook gets its inference stage taken apart in-process instead.
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
-    python -m bench --models frequency --runtimes onnx --bodies json,float32 --workers 1,2
+    python -m bench --models MODEL --runtimes onnx --bodies json,float32 --workers 1,2
 
 Archives are built here as <model>_<runtime> (deploy.archive --runtime --name) and served together
 by one TorchServe from build/bench/. In-process runs before the server starts, so the two never
@@ -33,28 +35,35 @@ from bench.inprocess import (
     InProcess,
     Replicas,
     handler_throughput,
-    sentiment_stages,
     serving_shape,
 )
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
 from bench.served import paced_load, served_load
 from clients.pipes import run_cli
+from handlers.registry import get, names
 from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import bench_feed
 from training.common.machine import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_SUFFIX = {"torchscript": "ts", "onnx": "onnx", "onnx-int8": "int8"}
-MODELS = ("sentiment", "frequency")
+MODELS = tuple(names())
 PROTOCOLS = ("rest", "grpc")
 BODIES = ("json", "float32")
 
 
-def bench_payloads(model: str, n: int, signal_samples: int = 2000) -> list[dict]:
+def bench_payloads(model: str, n: int, options: dict) -> list[dict]:
     # One unit per request, one shape for every request (each model's bench_feed hook): the unit
-    # both sides count, whatever batching does, and the shape the ratio is quoted for.
-    return bench_feed(model, n, signal_samples=signal_samples)
+    # both sides count, whatever batching does, and the shape the ratio is quoted for. `options`:
+    # what the models' bench_arguments hooks added, as parsed.
+    return bench_feed(model, n, **options)
+
+
+def model_bodies(model: str, bodies: list[str]) -> list[str]:
+    """The body kinds a model's rows use: those of --bodies it takes (BENCH_BODIES), else JSON."""
+    kinds = get(model).hook("BENCH_BODIES")
+    return [b for b in bodies if b in kinds] if kinds else ["json"]
 
 
 def set_workers(server, archive: str, workers: int) -> None:
@@ -84,7 +93,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--artifacts", type=Path, default=ROOT / "artifacts", help="holds <model>/manifest.json"
     )
     # Lists are comma-separated, like --concurrency here and --models in the load test.
-    p.add_argument("--models", default="sentiment,frequency", help="comma-separated models")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated models")
     p.add_argument(
         "--runtimes",
         default="onnx,onnx-int8",
@@ -94,8 +103,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--bodies",
         default="json,float32",
-        help="comma-separated frequency body kinds: json, float32 (float32 bodies and answers "
-        "go over REST; sentiment is always JSON)",
+        help="comma-separated body kinds: json, float32 (float32 bodies and answers go over "
+        "REST; a model whose samples.py has no BENCH_BODIES is always JSON)",
     )
     p.add_argument(
         "--workers",
@@ -103,7 +112,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated workers per model, every level repeated at each "
         "(default: the model-config's minWorkers)",
     )
-    p.add_argument("--signal-samples", type=int, default=2000, help="frequency request length")
+    before = {a.dest for a in p._actions}
+    for model in MODELS:
+        hook = get(model).hook("bench_arguments")
+        if hook is not None:
+            hook(p.add_argument_group(f"{model} options"))
+    model_options = sorted({a.dest for a in p._actions} - before)
     p.add_argument(
         "--requests",
         type=int,
@@ -129,6 +143,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     args = p.parse_args(argv)
+    args.model_options = {k: getattr(args, k) for k in model_options}
     for option, what, known in (
         ("models", "model", MODELS),
         ("runtimes", "runtime", tuple(sorted(RUNTIME_SUFFIX))),
@@ -233,11 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
     results, archives, bare = [], {}, {}
-    # One row per archive × body kind × worker count; sentiment is JSON only.
+    # One row per archive × body kind × worker count; a model without BENCH_BODIES is JSON only.
     plan_rows = [
         (model, runtime, art, body, workers)
         for model, runtime, art in todo
-        for body in (args.bodies if model == "frequency" else ["json"])
+        for body in model_bodies(model, args.bodies)
         for workers in (args.worker_counts or [serving_shape(model, overrides)[0].workers])
     ]
     per_row = sum(
@@ -260,14 +275,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         steps.update()
         steps.set_postfix_str(f"in-process {name}")
-        payloads = bench_payloads(model, args.requests, args.signal_samples)
+        payloads = bench_payloads(model, args.requests, args.model_options)
         bare_args[name] = (model, art, runtime, payloads, overrides)
         bare[name] = InProcess(*bare_args[name])
         in_process[name] = bare[name].time(args.min_seconds)
-        if model == "sentiment":
-            stages[name] = sentiment_stages(art, runtime, payloads, overrides=overrides)
-        else:
-            for body in args.bodies:
+        if (stages_hook := get(model).hook("bench_stages")) is not None:
+            stages[name] = stages_hook(art, runtime, payloads, overrides=overrides)
+        elif get(model).hook("BENCH_BODIES"):
+            for body in model_bodies(model, args.bodies):
                 handler[(name, body)] = handler_throughput(
                     art, runtime, payloads, body, args.min_seconds, overrides
                 )
@@ -319,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                 for c in levels:
                     steps.set_postfix_str(f"served {tag} {proto} x{c}")
                     n = max(args.requests, 4 * c)
-                    payloads = bench_payloads(row["model"], n, args.signal_samples)
+                    payloads = bench_payloads(row["model"], n, args.model_options)
                     level = measure_level(server, settings, row, payloads, c, proto)
                     # The bare model again, right after: on shared cores the neighbours' load
                     # drifts, and a ratio is only fair between two figures taken side by side.
@@ -335,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                         paced_load(
                             settings,
                             row["archive"],
-                            bench_payloads(row["model"], n, args.signal_samples),
+                            bench_payloads(row["model"], n, args.model_options),
                             rate,
                             proto,
                         )
@@ -368,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             "protocols": args.protocols,
             "bodies": args.bodies,
             "workers": args.worker_counts,
-            "signal_samples": args.signal_samples,
+            **args.model_options,
             "min_seconds": args.min_seconds,
             "paced_fraction": args.paced,
             "overrides": overrides,

@@ -1,7 +1,8 @@
 """GPU checks and in-process GPU bench on a bare CUDA machine: only the repository and whatever
 Python packages are installed there (no venv, no network, no trained weights).
 
-A randomly initialised encoder of MiniLM-L6's shape (6 layers, 384 wide, 12 heads) stands in for
+For the model that declares an fp16 gate (`fp16_atol()` in its samples.py; --model, default the
+first registered that has one), a randomly initialised encoder of MiniLM-L6's shape (6 layers, 384 wide, 12 heads) stands in for
 the trained one: throughput does not depend on the weights, and parity is checked against the same
 model's eager float32 output. It is a BERT from `transformers` when that is installed, otherwise a
 plain torch TransformerEncoder of the same size. Checks:
@@ -32,12 +33,13 @@ import torch
 from torch import nn
 
 from handlers.errors import ArchiveError
+from handlers.registry import MODELS, get
 from handlers.runtime import OnnxRuntime, TorchScriptRuntime
-from handlers.sentiment.settings import SentimentSettings
 
 IN, OUT = ("input_ids", "attention_mask"), ("logits", "features")
 VOCAB, HIDDEN, LAYERS, HEADS, FF = 30522, 384, 6, 12, 1536
-FP16_ATOL = SentimentSettings.__dataclass_fields__["fp16_atol"].default
+GATED = [m.name for m in MODELS if m.hook("fp16_atol")]
+"""The models whose samples.py states their serving fp16 gate."""
 
 
 class PlainEncoder(nn.Module):
@@ -56,7 +58,7 @@ class PlainEncoder(nn.Module):
 
 
 class Model(nn.Module):
-    """(input_ids, attention_mask) → (logits, features), like training.sentiment.model."""
+    """(input_ids, attention_mask) → (logits, features), like the gated model's training package."""
 
     def __init__(self, encoder: nn.Module, hf: bool):
         super().__init__()
@@ -136,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batches", default="1,8,32")
     p.add_argument("--min-seconds", type=float, default=2.0)
+    p.add_argument("--model", choices=GATED, default=GATED[0] if GATED else None)
     args = p.parse_args(argv)
+    fp16_atol = get(args.model).hook("fp16_atol")()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "python": platform.python_version(),
@@ -215,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         same = bool(np.array_equal(a["logits"].argmax(-1), b["logits"].argmax(-1)))
         runners[f"torchscript fp16 {device}"] = rt.run
         return {
-            "ok": diff <= FP16_ATOL and same,
+            "ok": diff <= fp16_atol and same,
             "max_abs_diff_vs_fp32": diff,
             "same_labels": same,
-            "gate_atol": FP16_ATOL,
+            "gate_atol": fp16_atol,
         }
 
     def onnx_cuda():

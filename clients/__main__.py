@@ -2,15 +2,13 @@
 
     python -m clients health --protocol grpc
     python -m clients models
-    python -m clients predict sentiment --text "A warm, funny film" --protocol grpc
-    python -m clients predict sentiment --text "Loved it" --text "Hated it"
-    python -m clients predict frequency --synthetic 400 --sample-rate 1000 --frequencies 1,3
-    python -m clients predict frequency --signal 0.1,0.5,0.9 --sample-rate 1000
     python -m clients predict MODEL --json '{"any": "body"}'
-    python -m clients predict frequency --synthetic 2000 --float32     # float32 body and answer
-    python -m clients stream frequency --input signal.txt --chunk 500 --frequencies 1,3
-    sensor | python -m clients stream frequency --chunk 200 --protocol grpc   # stdin, as it comes
-    python -m clients stream frequency --input signal.f32 --input-format f32 --float32
+    python -m clients predict MODEL [the model's own options]
+    python -m clients stream [MODEL] --input samples.txt --chunk 500 [the model's own options]
+
+Each registered model adds its own options and builds its own requests (the `cli` module in its
+folder, handlers/<model>/cli.py: `arguments`, `request`, `predict`, `stream_arguments`, `stream`;
+handlers/registry.py); `--help` lists them by model, and each model's cli.py shows its examples.
 
 `stream` reads samples (text numbers separated by spaces, commas or newlines, or raw little-endian
 float32 with --input-format f32) from --input or stdin, sends every --chunk samples as one chunk of
@@ -35,26 +33,34 @@ from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
 from clients.pipes import run_cli
 from clients.settings import ClientSettings
-from handlers.frequency.client import SignalStream, extract
+from handlers.registry import MODELS
+
+
+def cli_hooks(name: str) -> list:
+    """The models' cli modules that define `name`, in registry order."""
+    modules = (spec.module("cli") for spec in MODELS)
+    return [m for m in modules if m is not None and hasattr(m, name)]
+
+
+def stream_models() -> list[str]:
+    return [spec.name for spec in MODELS if hasattr(spec.module("cli"), "stream")]
+
+
+def option_strings(groups: list) -> str:
+    """The models' `predict` options, for the message when none was given."""
+    return ", ".join(a.option_strings[-1] for g in groups for a in g._group_actions)
 
 
 def build_payload(args: argparse.Namespace) -> dict | str:
     if args.json is not None:
         return json.loads(args.json)
-    if args.text:
-        return {"text": args.text[0]} if len(args.text) == 1 else {"texts": args.text}
-    if args.signal is not None or args.synthetic:
-        if args.synthetic:
-            from handlers.frequency.samples import synthetic_signal
-
-            signal = synthetic_signal(args.synthetic, args.sample_rate, seed=args.seed).tolist()
-        else:
-            signal = [float(x) for x in args.signal.split(",") if x.strip()]
-        payload: dict = {"signal": signal, "sample_rate": args.sample_rate}
-        if args.frequencies:
-            payload["frequencies"] = [float(f) for f in args.frequencies.split(",")]
-        return payload
-    raise SystemExit("predict needs --text, --signal, --synthetic or --json")
+    # Every model's options are on the command line; the first model whose options were given
+    # builds the body.
+    for cli in cli_hooks("request"):
+        payload = cli.request(args)
+        if payload is not None:
+            return payload
+    raise SystemExit(f"predict needs {args.model_options} or --json")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -81,41 +87,47 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     pred = sub.add_parser("predict", parents=[common], help="one prediction")
     pred.add_argument("model")
     pred.add_argument("--version")
-    pred.add_argument("--text", action="append", help="a review; repeat for a batch request")
-    pred.add_argument("--signal", help="comma-separated samples")
-    pred.add_argument(
-        "--synthetic", type=int, metavar="N", help="send N samples of a noisy sum of sinusoids"
-    )
-    pred.add_argument("--sample-rate", type=float, default=1000.0)
-    pred.add_argument("--frequencies", help="comma-separated frequencies to extract, e.g. 1,3")
-    pred.add_argument("--seed", type=int, default=0)
     pred.add_argument("--json", help="a raw JSON request body")
-    pred.add_argument(
-        "--float32", action="store_true", help="frequency over REST: float32 body and answer"
+    groups = []
+    for spec in MODELS:
+        cli = spec.module("cli")
+        if cli is not None and hasattr(cli, "arguments"):
+            groups.append(pred.add_argument_group(f"{spec.name} options"))
+            cli.arguments(groups[-1])
+    streaming = stream_models()
+    st = sub.add_parser("stream", parents=[common], help="stream samples chunk by chunk")
+    st.add_argument(
+        "model",
+        nargs="?",
+        default=streaming[0] if streaming else None,
+        help=f"a model that streams: {', '.join(streaming)} (default: the first)",
     )
-    st = sub.add_parser("stream", parents=[common], help="stream a signal chunk by chunk")
-    st.add_argument("model", nargs="?", default="frequency")
     st.add_argument("--input", type=Path, help="file of samples (default: stdin)")
     st.add_argument("--input-format", choices=("text", "f32"), default="text")
     st.add_argument("--chunk", type=int, default=500, help="samples per request")
-    st.add_argument("--frequencies", help="comma-separated frequencies to extract, e.g. 1,3")
-    st.add_argument("--sample-rate", type=float)
-    st.add_argument("--float32", action="store_true", help="REST: float32 bodies and answers")
     st.add_argument("--state-file", type=Path, help="resume from the state in it; keep it updated")
-    return p.parse_args(argv)
-
-
-def frequencies_of(args: argparse.Namespace) -> list[float] | None:
-    return [float(f) for f in args.frequencies.split(",")] if args.frequencies else None
+    for spec in MODELS:
+        cli = spec.module("cli")
+        if cli is not None and hasattr(cli, "stream_arguments"):
+            cli.stream_arguments(st.add_argument_group(f"{spec.name} options"))
+    args = p.parse_args(argv)
+    args.model_options = option_strings(groups)
+    return args
 
 
 def run_stream(client, args: argparse.Namespace) -> None:
+    from handlers.registry import get
+
+    try:
+        cli = get(args.model).module("cli")
+    except KeyError:
+        cli = None
+    if cli is None or not hasattr(cli, "stream"):
+        raise ValueError(f"{args.model} does not stream: streaming models are {stream_models()}")
     state = None
     if args.state_file and args.state_file.exists():
         state = args.state_file.read_text().strip() or None
-    stream = SignalStream(
-        client, frequencies_of(args), args.sample_rate, args.model, args.float32, state
-    )
+    stream = cli.stream(client, args, state)
     source = args.input.open("rb") if args.input else sys.stdin.buffer
     try:
         for chunk in read_chunks(source, args.chunk, args.input_format):
@@ -143,20 +155,19 @@ def main(argv: list[str] | None = None) -> int:
             elif args.command == "stream":
                 run_stream(client, args)
                 return 0
-            elif args.float32:
-                payload = build_payload(args)
-                if not isinstance(payload, dict):
-                    raise ValueError("--float32 sends a signal (--signal or --synthetic)")
-                answer = extract(
-                    client,
-                    payload["signal"],
-                    payload.get("frequencies"),
-                    payload.get("sample_rate"),
-                    args.model,
-                    float32=True,
-                ).to_json()
             else:
-                answer = client.predict(args.model, build_payload(args), version=args.version)
+                payload = build_payload(args)
+                # A model's own way of calling (e.g. a binary body) where its options ask for it.
+                answer = next(
+                    (
+                        a
+                        for cli in cli_hooks("predict")
+                        if (a := cli.predict(client, args, payload)) is not None
+                    ),
+                    None,
+                )
+                if answer is None:
+                    answer = client.predict(args.model, payload, version=args.version)
     except ClientError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2 if 400 <= e.status < 500 else 1

@@ -27,8 +27,8 @@ def echo(value: object, limit: int = 40) -> str:
     try:
         text = repr(value)
     except ValueError:  # an int over Python's 4300-digit str() limit
-        digits = int(value.bit_length() * 0.30103) if isinstance(value, int) else "many"
-        return f"<a number of about {digits} digits>"
+        figures = int(value.bit_length() * 0.30103) if isinstance(value, int) else "many"
+        return f"<a number of about {figures} figures>"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 

@@ -16,7 +16,13 @@ A model named `m` owns these folders, and nothing outside them names it:
     payloads(seed) -> () -> dict load-test / bench request bodies, deterministic per seed
     train_args() -> list[str]    extra `python -m training.m` options `make train` passes
     LOAD_COST: int               relative cost of serving it (the cheapest is used for fault tests)
-    STATE_KEY: str               the name of a signing-key secret it reads (k8s, entrypoint)
+    STATE_KEY: str               the variable naming its signing-key file (pods mount the Secret there)
+    BENCH_BODIES, bench_arguments(group), bench_stages(...), fp16_atol()   bench's per-model parts
+    light_request(i) -> dict     a small body the rehearsal's Locust users send
+
+and, also optional, modules of its own that shared tools look for (`ModelSpec.module`): cli.py
+(`python -m clients` options and requests), rehearsal.py (its traffic during `make rehearse`),
+overload.py (its overload case). docs/adding-a-model.md has each hook in one line.
 
 This module imports nothing heavy: clients, the Makefile (`python -m handlers.registry names`) and
 the pod's init container read it. Adding a model is its folders plus one line in MODELS.
@@ -57,14 +63,18 @@ class ModelSpec:
         n = self.name
         return (f"handlers/{n}/", f"handlers/{n}_handler.py", f"training/{n}/")
 
-    def samples(self) -> ModuleType | None:
-        """handlers/<name>/samples.py, or None where the model defines no hooks."""
+    def module(self, part: str) -> ModuleType | None:
+        """handlers/<name>/<part>.py, or None where the model has no such module."""
         try:
-            return importlib.import_module(f"handlers.{self.name}.samples")
+            return importlib.import_module(f"handlers.{self.name}.{part}")
         except ModuleNotFoundError as err:
-            if err.name != f"handlers.{self.name}.samples":
+            if err.name != f"handlers.{self.name}.{part}":
                 raise
             return None
+
+    def samples(self) -> ModuleType | None:
+        """handlers/<name>/samples.py, or None where the model defines no hooks."""
+        return self.module("samples")
 
     def hook(self, attr: str, default: Any = None) -> Any:
         return getattr(self.samples(), attr, default)

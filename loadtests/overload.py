@@ -1,36 +1,46 @@
 """Mixed load on one model (issue: overload must shed, not queue): three quarters of the users send
-a short text, a quarter the largest valid request, back to back (after a 503, as
+a short request, a quarter the largest valid one (the model's overload hook, handlers/<model>/
+overload.py: SMALL and large(handler settings)), back to back (after a 503, as
 Retry-After says). Every answer (status 0: client
 timeout; -1: still unanswered when the run stopped, with its age) is written to OVERLOAD_OUT as JSON
 lines; `python -m reliability.overload` runs and judges it.
 
-    OVERLOAD_URL=http://127.0.0.1:8080/predictions/sentiment OVERLOAD_TOKEN=... \\
-    OVERLOAD_OUT=reports/overload.jsonl locust -f loadtests/overload.py --headless -u 64 -r 64 -t 30s
+    OVERLOAD_MODEL=MODEL OVERLOAD_TOKEN=... OVERLOAD_OUT=reports/overload.jsonl \\
+    locust -f loadtests/overload.py --headless -u 64 -r 64 -t 30s
 
-Environment: OVERLOAD_LARGE_TEXTS (texts in a large request), OVERLOAD_TEXT_BYTES (bytes per large
-text), OVERLOAD_TIMEOUT_S (the clients' patience, default 30).
+Environment: OVERLOAD_MODEL (default: the first registered model with an overload hook),
+OVERLOAD_URL (default http://127.0.0.1:8080/predictions/<model>), OVERLOAD_HANDLER (the served
+handler settings as JSON, which size the largest request; default: the hook's defaults),
+OVERLOAD_TIMEOUT_S (the clients' patience, default 30).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
-from locust import HttpUser, events, task
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # locust puts only this folder on sys.path
+    sys.path.insert(0, str(ROOT))
 
-URL = os.environ.get("OVERLOAD_URL", "http://127.0.0.1:8080/predictions/sentiment")
+from locust import HttpUser, events, task  # noqa: E402
+
+from handlers.registry import MODELS, get  # noqa: E402
+
+MODEL = os.environ.get("OVERLOAD_MODEL") or next(
+    m.name for m in MODELS if m.module("overload") is not None
+)
+_hook = get(MODEL).module("overload")
+URL = os.environ.get("OVERLOAD_URL", f"http://127.0.0.1:8080/predictions/{MODEL}")
 TOKEN = os.environ.get("OVERLOAD_TOKEN", "")
 TIMEOUT_S = float(os.environ.get("OVERLOAD_TIMEOUT_S", "30"))
-LARGE_TEXTS = int(os.environ.get("OVERLOAD_LARGE_TEXTS", "16"))
-TEXT_BYTES = int(os.environ.get("OVERLOAD_TEXT_BYTES", "8192"))
 OUT = os.environ.get("OVERLOAD_OUT", "overload.jsonl")
 
-_WORDS = "the film drags through a plot that never lands but the cast is fine "
-SMALL_BODY = json.dumps({"text": "A fine film."})
-LARGE_BODY = json.dumps(
-    {"texts": [(_WORDS * (TEXT_BYTES // len(_WORDS) + 1))[:TEXT_BYTES]] * LARGE_TEXTS}
-)
+SMALL_BODY = json.dumps(_hook.SMALL)
+LARGE_BODY = json.dumps(_hook.large(json.loads(os.environ.get("OVERLOAD_HANDLER") or "{}")))
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
 
 outcomes: list[dict] = []

@@ -1,6 +1,6 @@
 """`make rehearse`: what a Service does to two replicas, with real parts on loopback.
 
-    python -m rehearsal [--users 6] [--pre-stop-s 3] [--out reports] [--no-frequency-streams]
+    python -m rehearsal [--users 6] [--pre-stop-s 3] [--out reports] [--no-MODEL-streams]
 
 Two replicas, each TorchServe (docker/entrypoint.sh) + the pod proxy (docker/proxy.sh, HAProxy),
 ready when docker/probe.py says so; an HAProxy load balancer in front (rehearsal/balancer.cfg);
@@ -8,11 +8,13 @@ Locust (rehearsal/locustfile.py) sending REST and gRPC predictions through it al
 1. rolling restart: each replica in turn leaves the rotation, sleeps its preStop, gets SIGTERM,
    starts again and rejoins when ready, while the other serves; expected loss: zero;
 2. kill: one replica's processes get SIGKILL; expected loss: at most what was in flight on it.
-Throughout both, frequency streams (rehearsal/streams.py) carry their state from chunk to chunk
-through the balancer, landing on either replica; chunked must equal whole, and a rolling restart
-must cost no chunk. Both replicas mount the same state-signing key, as the pods mount one Secret.
-It writes reports/rehearsal.{md,json} and exits 1 when an expectation fails.
-Models: the tiny sentiment and frequency models the tests use, so it runs in minutes.
+Throughout both, each model with a rehearsal hook (handlers/<model>/rehearsal.py: start(http,
+token), PATH, summarise(), problems(), report()) sends its own traffic through the balancer, e.g.
+streams that carry their state from chunk to chunk, landing on either replica, judged by its own
+expectations (--no-<model>-streams leaves one out). Both replicas mount the same state-signing
+key, as the pods mount one Secret. It writes reports/rehearsal.{md,json} and exits 1 when an
+expectation fails. Models: the tiny configs the tests use, so it runs in minutes; Locust sends the
+first registered model with a `light_request` hook (its samples.py).
 """
 
 from __future__ import annotations
@@ -29,42 +31,36 @@ import time
 from pathlib import Path
 
 from clients.pipes import run_cli
+from handlers.registry import MODELS
 from rehearsal.balancer import Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
 from rehearsal.queueing import load_steps
-from rehearsal.streams import StreamDriver, summarise
-from rehearsal.streams import problems as stream_problems
 
 TOKEN = "rehearsal-client-token"
 
 
-def tiny_archives(work: Path, frequency: bool) -> dict[str, Path]:
+def load_model() -> str:
+    """The model Locust sends: the first registered one with a `light_request` hook."""
+    return next(m.name for m in MODELS if m.hook("light_request"))
+
+
+def rehearsal_hooks() -> dict:
+    """{model: its rehearsal module} for the models that have one (handlers/<model>/rehearsal.py)."""
+    return {m.name: hook for m in MODELS if (hook := m.module("rehearsal")) is not None}
+
+
+def tiny_archives(work: Path, names: list[str]) -> dict[str, Path]:
+    """Each named model's tiny config, trained (registry `train`) and archived."""
     from deploy.archive import build_archive
-    from training.sentiment.config import TINY
-    from training.sentiment.pipeline import run
+    from handlers.registry import get
 
-    run(work / "sentiment-artifacts", TINY)
-    out = {
-        "sentiment": build_archive(
-            "sentiment", work / "sentiment-artifacts", work / "store", build_dir=work / "build"
-        )
-    }
-    if frequency:
-        from training.frequency.__main__ import run as run_frequency
-        from training.frequency.config import CONFIGS
-
-        run_frequency(work / "frequency-artifacts", CONFIGS["tiny"], plots=False)
-        out["frequency"] = build_archive(
-            "frequency", work / "frequency-artifacts", work / "store", build_dir=work / "build"
+    out = {}
+    for name in names:
+        get(name).train(work / f"{name}-artifacts", "tiny")
+        out[name] = build_archive(
+            name, work / f"{name}-artifacts", work / "store", build_dir=work / "build"
         )
     return out
-
-
-def frequency_spec():
-    """The signal the tiny frequency model serves (frequencies, sample rate)."""
-    from training.frequency.config import CONFIGS
-
-    return CONFIGS["tiny"].signal
 
 
 def access_log_count(pod: Pod, path: str) -> int:
@@ -77,6 +73,7 @@ def start_locust(
     lb: Balancer, log: Path, users: int, work: Path, pacing_s: float, run_time_s: float = 1800
 ) -> subprocess.Popen:
     env = os.environ | {
+        "REHEARSAL_MODEL": load_model(),
         "REHEARSAL_LOG": str(log),
         "REHEARSAL_TOKEN": TOKEN,
         "REHEARSAL_GRPC": lb.grpc,
@@ -182,8 +179,9 @@ def verdict(result: dict) -> list[str]:
         problems.append(f"{result['steady']['lost']} requests lost outside any event")
     if len(result["answered_by"]) < 2:
         problems.append(f"not every replica answered: {result['answered_by']}")
-    if result.get("frequency_streams") is not None:
-        problems += stream_problems(result["frequency_streams"])
+    for name, hook in rehearsal_hooks().items():
+        if result.get(f"{name}_streams") is not None:
+            problems += hook.problems(result[f"{name}_streams"])
     return problems
 
 
@@ -195,8 +193,8 @@ def report(result: dict, out: Path) -> None:
         "",
         f"{result['users']} Locust users (REST:gRPC 2:1, one request per {result['pacing_s']} s "
         f"each) through an HAProxy balancer to two replicas (TorchServe + pod proxy, started by "
-        f"the pod's entrypoints, ready by its probes), tiny sentiment model, preStop "
-        f"{result['pre_stop_s']} s. {result['requests']} requests in {result['seconds']} s "
+        f"the pod's entrypoints, ready by its probes), tiny {result.get('model', load_model())} "
+        f"model, preStop {result['pre_stop_s']} s. {result['requests']} requests in {result['seconds']} s "
         f"(REST {result['by_protocol']['POST']}, gRPC {result['by_protocol']['GRPC']}), "
         f"p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms; answered by replica "
         + ", ".join(f"{k}: {v}" for k, v in sorted(result["answered_by"].items()))
@@ -228,43 +226,12 @@ def report(result: dict, out: Path) -> None:
             for q in result["queueing"]
         ]
         lines.append("")
-    if result.get("frequency_streams") is not None:
-        lines += stream_report(result["frequency_streams"])
+    for name, hook in rehearsal_hooks().items():
+        if result.get(f"{name}_streams") is not None:
+            lines += hook.report(result[f"{name}_streams"])
     lines += ["Verdict: " + ("PASS" if not result["problems"] else "FAIL")]
     lines += [f"- {p}" for p in result["problems"]]
     (out / "rehearsal.md").write_text("\n".join(lines) + "\n")
-
-
-def stream_report(s: dict) -> list[str]:
-    replicas = ", ".join(f"{k}: {v}" for k, v in s["chunks_by_replica"].items())
-    diff = "n/a" if s["max_diff"] is None else f"{s['max_diff']:.2e}"
-    lines = [
-        f"Frequency streams through the balancer during the events: {s['completed']} of "
-        f"{s['streams']} streams completed (JSON {s['by_body']['json']}, float32 "
-        f"{s['by_body']['float32']}), {s['chunks']} chunks answered by replica {replicas}; "
-        f"{s['streams_on_both']} streams had chunks on both replicas. Chunked vs whole: max "
-        f"|diff| = {diff} (limit 1e-5). Chunk attempts that failed and were resent "
-        f"with the same state: {s['failed_attempts']}.",
-        "",
-        "| event | streams open across it | of which on both replicas | failed chunk attempts (resent) |",
-        "| --- | --- | --- | --- |",
-    ]
-    lines += [
-        f"| {e['event']} | {e['streams_open']} | {e['on_both']} | {e['failed_attempts']} |"
-        for e in s["events"]
-    ]
-    if s["access_logs"] is not None:
-        header = ", ".join(f"{k}: {v}" for k, v in s["answered_by_header"].items())
-        logs = ", ".join(f"{k}: {v}" for k, v in s["access_logs"].items())
-        lines += [
-            "",
-            f"Cross-check, every frequency request answered (chunks and whole-signal references): "
-            f"by the balancer's X-Replica header {header}; by the replicas' TorchServe access "
-            f"logs {logs}.",
-        ]
-    if s["errors"]:
-        lines += ["", "Failed attempts: " + "; ".join(s["errors"])]
-    return lines + [""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,12 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pre-stop-s", type=float, default=3.0, help="the pod's preStop sleep")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--work", type=Path, default=ROOT / "build" / "rehearse")
-    p.add_argument(
-        "--frequency-streams",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also serve frequency and send stateless streams during the events (default: on)",
-    )
+    for name in rehearsal_hooks():
+        p.add_argument(
+            f"--{name}-streams",
+            dest=f"{name}_streams",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help=f"also serve {name} and send its rehearsal traffic during the events "
+            "(default: on)",
+        )
     p.add_argument(
         "--queueing-steps",
         type=lambda v: [int(u) for u in v.split(",") if u],
@@ -293,12 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     print("rehearse: training and archiving the tiny models", flush=True)
-    archives = tiny_archives(args.work, args.frequency_streams)
+    hooks = {n: h for n, h in rehearsal_hooks().items() if getattr(args, f"{n}_streams")}
+    archives = tiny_archives(args.work, list(dict.fromkeys([load_model(), *hooks])))
     config = pod_config("cpu")
     # One Secret, torchserve-stream-state-key, mounted by every pod.
     key = secrets.token_urlsafe(32)
     pods = {n: Pod(args.work / n, archives, [TOKEN], config, state_key=key) for n in ("a", "b")}
-    lb = locust = driver = None
+    lb = locust = None
+    drivers: dict = {}
     began = time.time()
     try:
         for name, pod in pods.items():
@@ -307,9 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         lb = Balancer(args.work / "lb", pods, TOKEN).start()
         log = args.work / "requests.jsonl"
         locust = start_locust(lb, log, args.users, args.work, args.pacing_s)
-        if args.frequency_streams:
-            spec = frequency_spec()
-            driver = StreamDriver(lb.http, TOKEN, spec.frequencies, spec.sample_rate).start()
+        drivers = {name: hook.start(lb.http, TOKEN) for name, hook in hooks.items()}
         time.sleep(8)
         print("rehearse: rolling restart", flush=True)
         events = rolling_restart(pods, lb, args.pre_stop_s)
@@ -317,13 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         print("rehearse: killing replica a", flush=True)
         events.append(kill(pods["a"], "a", lb))
         time.sleep(5)
-        streams = None
-        if driver is not None:
+        streams = {}
+        for name, driver in drivers.items():
             driver.stop()
-            with open(args.work / "streams.jsonl", "w") as out:
+            with open(args.work / f"{name}-streams.jsonl", "w") as out:
                 out.writelines(json.dumps(a) + "\n" for a in driver.attempts)
-            logs = {n: access_log_count(pod, "/predictions/frequency") for n, pod in pods.items()}
-            streams = summarise(driver.attempts, driver.streams, events, logs)
+            logs = {n: access_log_count(pod, hooks[name].PATH) for n, pod in pods.items()}
+            streams[name] = hooks[name].summarise(driver.attempts, driver.streams, events, logs)
         locust.send_signal(signal.SIGTERM)
         locust.wait(timeout=60)
         result = analyse(log, events)
@@ -344,13 +314,14 @@ def main(argv: list[str] | None = None) -> int:
             "pacing_s": args.pacing_s,
             "pre_stop_s": args.pre_stop_s,
             "seconds": round(time.time() - began, 1),
+            "model": load_model(),
         }
-        if streams is not None:
-            result["frequency_streams"] = streams
+        for name, summary in streams.items():
+            result[f"{name}_streams"] = summary
         result["queueing"] = steps
         result["problems"] = verdict(result)
     finally:
-        if driver is not None:
+        for driver in drivers.values():
             driver.stop()
         if locust is not None and locust.poll() is None:
             locust.kill()

@@ -1,4 +1,5 @@
-"""Locust users for the rehearsal: REST and gRPC sentiment predictions through the balancer.
+"""Locust users for the rehearsal: REST and gRPC predictions through the balancer, of the model
+REHEARSAL_MODEL with the bodies its `light_request` hook builds (handlers/registry.py).
 
 Every request's outcome goes to REHEARSAL_LOG (one JSON line: start, end, protocol, ok, error,
 replica), so the rehearsal can count what was lost around each event it caused.
@@ -21,12 +22,14 @@ import grpc.experimental.gevent as grpc_gevent  # noqa: E402
 from locust import HttpUser, User, constant_pacing, events, task  # noqa: E402
 
 from clients import stubs  # noqa: E402
+from handlers.registry import MODELS, get  # noqa: E402
 
 grpc_gevent.init_gevent()  # grpc's C core must yield to gevent
 
 TOKEN = os.environ.get("REHEARSAL_TOKEN", "")
 PACING_S = float(os.environ.get("REHEARSAL_PACING_S", "0.2"))
-TEXTS = ["a fine film", "dull and far too long", "the cast carries a thin plot", "loved it"]
+MODEL = os.environ.get("REHEARSAL_MODEL") or next(m.name for m in MODELS if m.hook("light_request"))
+light_request = get(MODEL).hook("light_request")
 _log = open(os.environ.get("REHEARSAL_LOG", os.devnull), "a", buffering=1)  # noqa: SIM115
 
 
@@ -53,12 +56,11 @@ class RestUser(HttpUser):
 
     @task
     def predict(self) -> None:
-        text = TEXTS[int(time.time() * 1000) % len(TEXTS)]
         with self.client.post(
-            "/predictions/sentiment",
-            json={"text": text},
+            f"/predictions/{MODEL}",
+            json=light_request(int(time.time() * 1000)),
             headers={"Authorization": f"Bearer {TOKEN}"},
-            name="sentiment",
+            name=MODEL,
             catch_response=True,
         ) as r:
             if r.status_code != 200:
@@ -79,8 +81,8 @@ class GrpcUser(User):
 
     @task
     def predict(self) -> None:
-        body = json.dumps({"text": TEXTS[int(time.time() * 1000) % len(TEXTS)]}).encode()
-        request = self.pb.PredictionsRequest(model_name="sentiment", input={"body": body})
+        body = json.dumps(light_request(int(time.time() * 1000))).encode()
+        request = self.pb.PredictionsRequest(model_name=MODEL, input={"body": body})
         start, error, replica, size = time.perf_counter(), None, None, 0
         try:
             answer, call = self.stub.Predictions.with_call(
@@ -92,7 +94,7 @@ class GrpcUser(User):
             error = RuntimeError(f"gRPC {e.code().name}: {e.details()}")
         events.request.fire(
             request_type="GRPC",
-            name="sentiment",
+            name=MODEL,
             response_time=(time.perf_counter() - start) * 1000,
             response_length=size,
             exception=error,

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handlers.frequency.state import KEY_FILE_ENV
+from handlers.registry import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -125,7 +125,10 @@ class Pod:
             shutil.copy2(mar, store / f"{name}.mar")
         self.state_key_file.parent.mkdir(parents=True, exist_ok=True)
         self.state_key_file.write_text(self.state_key + "\n")
-        env = self._env() | {KEY_FILE_ENV: str(self.state_key_file)}
+        # Each model that signs state names the variable its key file is given in (its STATE_KEY
+        # hook); the pod mounts the one Secret there for all of them.
+        keys = {spec.hook("STATE_KEY") for spec in MODELS} - {None}
+        env = self._env() | dict.fromkeys(sorted(keys), str(self.state_key_file))
         self._spawn("torchserve", [str(DOCKER / "entrypoint.sh")], env)
 
     def start_proxy(self) -> None:

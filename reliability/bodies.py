@@ -140,10 +140,10 @@ def mutated_examples(draw, model: str) -> Body:
     """The model's valid body with one field damaged: wrong type, nasty text, odd numbers."""
     example = dict(valid_example(model))
     key = draw(st.sampled_from(sorted(example) + ["unexpected"]))
-    how = draw(st.sampled_from(["value", "text", "number", "digits", "drop", "wrap"]))
+    how = draw(st.sampled_from(["value", "text", "number", "numerals", "drop", "wrap"]))
     if how == "value":
         example[key] = draw(json_values)
-    elif how == "digits":
+    elif how == "numerals":
         example[key] = draw(st.sampled_from(NON_ASCII_NUMBERS))
     elif how == "text":
         example[key] = draw(NASTY_TEXT)

@@ -1,10 +1,11 @@
 """Floods at the pod's door (docker/haproxy.cfg in front of TorchServe, the pod's way), measured.
 
-    python -m reliability.flood --archive model_store/sentiment.mar [--proxy-config FILE] [--out reports]
+    python -m reliability.flood [--model M | --archive model_store/M.mar] [--proxy-config FILE] [--out reports]
 
 Each case opens the attack from other loopback addresses (127.0.0.2 and up: other sources to the
 proxy), then sends authenticated requests from 127.0.0.1 (REST predictions and gRPC Ping) and
-reports what they got and how long they took:
+reports what they got and how long they took (the model: --model, or the --archive's name, or the
+first registered; its requests are its samples.py EXAMPLE):
 - `idle-N`: N TCP connections that never send a byte (no token);
 - `slow-bodies-N`: N authenticated uploads that send 40 kB of a 200 kB body, then a byte a second.
 Run it with an older `--proxy-config` (e.g. `git show REV:docker/haproxy.cfg > old.cfg`) to compare;
@@ -28,6 +29,7 @@ import requests
 from google.protobuf import empty_pb2
 
 from clients import stubs
+from handlers.registry import get, names
 from rehearsal.pod import Pod, pod_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,15 +78,15 @@ def slow_upload(port: int, token: str, path: str, source: str = "127.0.0.1") -> 
     return s
 
 
-def victims(pod: Pod, token: str, count: int = 20) -> dict:
+def victims(pod: Pod, token: str, model: str, count: int = 20) -> dict:
     """Authenticated REST predictions (and one gRPC Ping) from 127.0.0.1, one after another."""
     statuses, latencies = [], []
     for _ in range(count):
         start = time.monotonic()
         try:
             r = requests.post(
-                f"{pod.http}/predictions/sentiment",
-                json={"text": "a fine film"},
+                f"{pod.http}/predictions/{model}",
+                json=get(model).example(),
                 headers={"Authorization": f"Bearer {token}"},
                 timeout=10,
             )
@@ -111,12 +113,12 @@ def victims(pod: Pod, token: str, count: int = 20) -> dict:
     }
 
 
-def run_cases(pod: Pod, token: str, idle_counts: list[int], slow: int) -> list[dict]:
+def run_cases(pod: Pod, token: str, idle_counts: list[int], slow: int, model: str) -> list[dict]:
     rows = []
     for n in idle_counts:
         idle = open_idle(pod.ports["proxy_http"], n)
         try:
-            rows.append({"case": f"idle-{n}", "opened": len(idle), **victims(pod, token)})
+            rows.append({"case": f"idle-{n}", "opened": len(idle), **victims(pod, token, model)})
         finally:
             for s in idle:
                 s.close()
@@ -125,10 +127,10 @@ def run_cases(pod: Pod, token: str, idle_counts: list[int], slow: int) -> list[d
     try:
         for _ in range(slow):
             with contextlib.suppress(OSError):
-                uploads.append(
-                    slow_upload(pod.ports["proxy_http"], token, "/predictions/sentiment")
-                )
-        rows.append({"case": f"slow-bodies-{slow}", "opened": len(uploads), **victims(pod, token)})
+                uploads.append(slow_upload(pod.ports["proxy_http"], token, f"/predictions/{model}"))
+        rows.append(
+            {"case": f"slow-bodies-{slow}", "opened": len(uploads), **victims(pod, token, model)}
+        )
     finally:
         for s in uploads:
             s.close()
@@ -139,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--archive", type=Path, default=ROOT / "model_store" / "sentiment.mar")
+    p.add_argument("--model", choices=names(), help="default: the --archive's name, else the first")
+    p.add_argument("--archive", type=Path, help="default: model_store/<model>.mar")
     p.add_argument("--proxy-config", type=Path, default=ROOT / "docker" / "haproxy.cfg")
     p.add_argument("--idle", default="520,1030,3000", help="silent connections per case")
     p.add_argument("--slow", type=int, default=100, help="slow uploads")
@@ -152,18 +155,20 @@ def main(argv: list[str] | None = None) -> int:
         help="a PROXY_* setting for the proxy (e.g. an older config's own defaults)",
     )
     args = p.parse_args(argv)
+    model = args.model or (args.archive.stem if args.archive else names()[0])
+    archive = args.archive or ROOT / "model_store" / f"{model}.mar"
     extra = dict(item.split("=", 1) for item in args.proxy_env)
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="flood-") as tmp:
         pod = Pod(
             Path(tmp),
-            {"sentiment": args.archive},
+            {model: archive},
             [token],
             pod_config("cpu"),
             proxy_env={"PROXY_CONFIG": str(args.proxy_config.resolve())} | extra,
         ).start()
         try:
-            rows = run_cases(pod, token, [int(n) for n in args.idle.split(",")], args.slow)
+            rows = run_cases(pod, token, [int(n) for n in args.idle.split(",")], args.slow, model)
         finally:
             pod.drain(pre_stop=0)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,10 @@
-"""The mixed-load overload case: Locust against a real TorchServe serving a full-size sentiment
-encoder, before (the settings this project had) and after (handlers/sentiment/model-config.yaml).
+"""The mixed-load overload case: Locust against a real TorchServe serving a full-size model,
+before (the settings this project had) and after (the model's model-config.yaml).
 
-    python -m reliability.overload [--users 64] [--duration-s 30] [--out reports]
+    python -m reliability.overload [--model M] [--users 64] [--duration-s 30] [--out reports]
+
+The model is one with an overload hook (handlers/<model>/overload.py: BEFORE, SETTINGS_SHOWN,
+SMALL, large(handler), full_size_artifacts(out); the first registered by default).
 
 A quarter of the users send the largest valid request, the rest a short text, back to back with a
 30 s client timeout. When the load stops, single short requests probe how soon the server answers
@@ -18,47 +21,24 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import requests
 
 from deploy.archive import build_archive
+from handlers.registry import MODELS, get
 from reliability.record import record
 from tests.support.torchserve import start_torchserve
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUST = Path(sys.executable).with_name("locust")
 
-BEFORE = {
-    "jobQueueSize": 100,
-    "handler": {"max_texts": 32, "max_batch_tokens": 10**9},
-}
-"""What the project served before bounding the work: config.properties' job_queue_size=100, 32
-texts per request, no batch budget."""
 PROBES_AFTER_STOP_S = (0.0, 1.0, 2.0, 4.0)
 
 
-def build_full_size_artifacts(out: Path) -> Path:
-    """The real architecture (six MiniLM layers, 256 tokens) trained for a few steps: what a batch
-    costs depends on the architecture, not on how well it is trained."""
-    from training.sentiment.config import DEFAULT
-    from training.sentiment.pipeline import run
-
-    if (out / "manifest.json").exists():
-        return out
-    cfg = replace(
-        DEFAULT,
-        name="overload",
-        train_size=32,
-        validation_size=32,
-        test_size=32,
-        ood_size=8,
-        mc_samples=4,
-    )
-    run(out, cfg)
-    return out
+def overload_models() -> list[str]:
+    return [m.name for m in MODELS if m.module("overload") is not None]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -107,14 +87,14 @@ def summarize(outcomes: list[dict], probes: list[dict], timeout_s: float) -> dic
     }
 
 
-def _probe(url: str, headers: dict, stop_at: float, probes: list[dict], timeout_s: float) -> None:
+def _probe(
+    url: str, headers: dict, stop_at: float, probes: list[dict], timeout_s: float, body: dict
+) -> None:
     for offset in PROBES_AFTER_STOP_S:
         time.sleep(max(0.0, stop_at + offset - time.monotonic()))
         sent = time.monotonic()
         try:
-            status = requests.post(
-                url, json={"text": "A fine film."}, headers=headers, timeout=timeout_s
-            ).status_code
+            status = requests.post(url, json=body, headers=headers, timeout=timeout_s).status_code
         except requests.RequestException:
             status = 0
         probes.append(
@@ -128,29 +108,30 @@ def _probe(url: str, headers: dict, stop_at: float, probes: list[dict], timeout_
 
 def run_case(
     name: str, artifacts: Path, overrides: dict | None, work: Path, users: int, duration_s: int,
-    timeout_s: float,
+    timeout_s: float, model: str,
 ) -> dict:  # fmt: skip
+    hook = get(model).module("overload")
     case = work / name
     shutil.rmtree(case, ignore_errors=True)
     archive = build_archive(
-        "sentiment", artifacts, case / "store-src", build_dir=case / "build", overrides=overrides
+        model, artifacts, case / "store-src", build_dir=case / "build", overrides=overrides
     )
     import yaml  # the archive's settings, as served
 
     served_cfg = yaml.safe_load(
-        (case / "build" / "archive" / "sentiment" / "model-config.yaml").read_text()
+        (case / "build" / "archive" / model / "model-config.yaml").read_text()
     )
-    server = start_torchserve(case, {"sentiment": archive})
+    server = start_torchserve(case, {model: archive})
     try:
-        url = f"{server.inference_url}/predictions/sentiment"
+        url = f"{server.inference_url}/predictions/{model}"
         out = case / "outcomes.jsonl"
         env = os.environ | {
             "OVERLOAD_URL": url,
             "OVERLOAD_TOKEN": server.keys["inference"],
             "OVERLOAD_OUT": str(out),
             "OVERLOAD_TIMEOUT_S": str(timeout_s),
-            "OVERLOAD_LARGE_TEXTS": str(served_cfg["handler"].get("max_texts", 32)),
-            "OVERLOAD_TEXT_BYTES": str(served_cfg["handler"].get("max_text_bytes", 8192)),
+            "OVERLOAD_MODEL": model,
+            "OVERLOAD_HANDLER": json.dumps(served_cfg.get("handler") or {}),
         }
         cmd = [
             str(LOCUST), "-f", str(ROOT / "loadtests" / "overload.py"), "--headless",
@@ -164,7 +145,7 @@ def run_case(
         time.sleep(3)
         prober = threading.Thread(
             target=_probe,
-            args=(url, server.auth(), started + 3 + duration_s, probes, timeout_s),
+            args=(url, server.auth(), started + 3 + duration_s, probes, timeout_s, hook.SMALL),
         )
         prober.start()
         locust.wait(timeout=duration_s + 120)
@@ -175,12 +156,7 @@ def run_case(
     summary = {
         "case": name,
         "settings": {k: served_cfg.get(k) for k in ("batchSize", "maxBatchDelay", "jobQueueSize")}
-        | {
-            "handler": {
-                k: served_cfg["handler"].get(k)
-                for k in ("max_texts", "max_text_bytes", "max_batch_tokens")
-            }
-        },
+        | {"handler": {k: (served_cfg.get("handler") or {}).get(k) for k in hook.SETTINGS_SHOWN}},
     }
     summary |= summarize(outcomes, probes, timeout_s)
     record("overload", **summary)
@@ -226,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    choices = overload_models()
+    p.add_argument("--model", choices=choices, default=choices[0] if choices else None)
     p.add_argument("--users", type=int, default=64)
     p.add_argument("--duration-s", type=int, default=30)
     p.add_argument("--timeout-s", type=float, default=30.0)
@@ -233,11 +211,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=ROOT / "build" / "overload")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     args = p.parse_args(argv)
-    artifacts = build_full_size_artifacts(args.work / "artifacts")
-    cases = {"before": BEFORE, "after": None}
+    hook = get(args.model).module("overload")
+    artifacts = hook.full_size_artifacts(args.work / "artifacts")
+    cases = {"before": hook.BEFORE, "after": None}
     results = [
         run_case(
-            name, artifacts, cases[name], args.work, args.users, args.duration_s, args.timeout_s
+            name,
+            artifacts,
+            cases[name],
+            args.work,
+            args.users,
+            args.duration_s,
+            args.timeout_s,
+            args.model,
         )
         for name in args.cases.split(",")
     ]

@@ -5,8 +5,8 @@ It is a thin adapter over the serving lifecycle (handlers/service.py): the stage
 with the archive's model-config.yaml, the DataFrame's rows are cut into batches of the archive's
 `batchSize` as TorchServe forms them, and each batch runs through `ModelService.handle_batch`, limits
 and work budget included, so `predict` returns what TorchServe returns:
-    each row's columns are the request's JSON body (sentiment: `text`; frequency: `signal`,
-    `sample_rate`, `frequencies`) → the served JSON answer, or for a refused row its error body
+    each row's columns are the request's JSON body (the fields its `/predictions` JSON body has,
+    e.g. `text`) → the served JSON answer, or for a refused row its error body
     (`error`, `kind`) with the HTTP `status` it is served with.
 """
 

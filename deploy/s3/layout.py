@@ -19,7 +19,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 def check_name(kind: str, value: str) -> str:
     """Model and version names become key segments and file names: keep them boring."""
     if not _NAME.fullmatch(value or "") or value in {".", ".."}:
-        raise ValueError(f"invalid {kind} {value!r}: use letters, digits, '.', '_', '+', '-'")
+        raise ValueError(f"invalid {kind} {value!r}: use letters, numbers, '.', '_', '+', '-'")
     if kind == "version" and value == STAGES_DIR:
         raise ValueError(f"version {value!r} is reserved for stage pointers")
     return value

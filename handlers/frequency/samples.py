@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from handlers.frequency.state import KEY_FILE_ENV
+
 # "stream": damaged copies also reach the stream fields and the state the answer signs.
 EXAMPLE = {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True}
 LOAD_WEIGHT = 1
@@ -16,12 +18,25 @@ LOAD_WEIGHT = 1
 LOAD_COST = 0
 """A small LSTM: the cheapest model to load, so destructive tests use it."""
 
+STATE_KEY = KEY_FILE_ENV
+"""The variable naming the file of the key that signs stream state: the pods mount the Secret
+torchserve-stream-state-key there."""
+
 SAMPLE_RATE = 1000.0
 """Hz; what the model was trained on."""
 SIGNAL_LENGTHS = (250, 1000, 2000, 4000)
 """Samples per load-test request: from a quarter second to a few seconds."""
 EXTRACT = ((1.0,), (1.0, 3.0), (1.0, 3.0, 5.0, 7.0))
 """Which components a load-test request asks for."""
+
+
+BENCH_BODIES = ("json", "float32")
+"""The body kinds `python -m bench` sends this model (float32: codec.request_float32)."""
+
+
+def bench_arguments(group) -> None:
+    """`python -m bench` options: they reach bench_feed as keyword arguments."""
+    group.add_argument("--signal-samples", type=int, default=2000, help="request length")
 
 
 def binary_example() -> tuple[bytes, str, dict[str, str]]:

@@ -22,10 +22,17 @@ LOAD_COST = 1
 BATCH_SIZES = (1, 1, 1, 4)
 """Reviews per load-test request: mostly single texts, sometimes a small list."""
 
+LIGHT_TEXTS = ("a fine film", "dull and far too long", "the cast carries a thin plot", "loved it")
+
 HELD_OUT_PERCENT = 10
 LENGTH_BUCKETS = ((0, 300), (300, 1000), (1000, 3000), (3000, 8000))
 """Review lengths in UTF-8 bytes: short, medium, long, very long (truncated by the model). The
 top stays under the handler's max_text_bytes (8192): load tests send valid requests."""
+
+
+def light_request(i: int) -> dict:
+    """A small valid body, cheap to build, varied by `i`: the rehearsal's Locust users send it."""
+    return {"text": LIGHT_TEXTS[i % len(LIGHT_TEXTS)]}
 
 
 def reviews_csv() -> Path:
@@ -81,3 +88,17 @@ def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
     """One text per request: the unit in-process and served runs both count."""
     draw = payloads(seed, batch_sizes=(1,))
     return [draw() for _ in range(n)]
+
+
+def bench_stages(artifacts, runtime: str, payloads: list[dict], **opts) -> dict:
+    """`python -m bench`: this model's inference stage taken apart in-process (bench/inprocess.py)."""
+    from bench.inprocess import sentiment_stages
+
+    return sentiment_stages(artifacts, runtime, payloads, **opts)
+
+
+def fp16_atol() -> float:
+    """The serving fp16 gate (|diff| against fp32) bench/gpu_check.py checks a GPU run against."""
+    from handlers.sentiment.settings import SentimentSettings
+
+    return float(SentimentSettings.__dataclass_fields__["fp16_atol"].default)  # type: ignore[arg-type]

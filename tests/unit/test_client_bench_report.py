@@ -218,7 +218,7 @@ def test_replicas_time_one_bare_model_per_worker_and_add_them_up(frequency_artif
     from bench.__main__ import bench_payloads
     from bench.inprocess import InProcess, Replicas
 
-    payloads = bench_payloads("frequency", 4, 200)
+    payloads = bench_payloads("frequency", 4, {"signal_samples": 200})
     one = InProcess("frequency", frequency_artifacts, "onnx", payloads).time(0.3)
     two = Replicas(2, "frequency", frequency_artifacts, "onnx", payloads, None)
     try:

@@ -1,4 +1,6 @@
-"""Frequency streams through the balancer while the rehearsal's events happen.
+"""Frequency streams through the balancer while the rehearsal's events happen: this model's
+rehearsal hook (`make rehearse`, rehearsal/__main__.py; handlers/registry.py): start(), PATH,
+summarise(), problems(), report().
 
 The stateless stream protocol (handlers/frequency/state.py, docs/clients.md): the first chunk
 starts a stream (JSON `"stream": true` with `sample_rate` and `frequencies`, or `X-Stream: start`
@@ -149,6 +151,19 @@ class StreamDriver:
         return session.post(url, json=codec.request_json(**request), timeout=30)
 
 
+def tiny_spec():
+    """The signal the tiny model the rehearsal serves was trained on (frequencies, sample rate)."""
+    from training.frequency.config import CONFIGS
+
+    return CONFIGS["tiny"].signal
+
+
+def start(http: str, token: str) -> StreamDriver:
+    """Streams through the balancer at `http` until .stop(); .attempts and .streams record them."""
+    spec = tiny_spec()
+    return StreamDriver(http, token, spec.frequencies, spec.sample_rate).start()
+
+
 def summarise(
     attempts: list[dict],
     streams: list[dict],
@@ -227,3 +242,36 @@ def _count(names) -> dict[str, int]:
     for name in names:
         out[name] = out.get(name, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
+
+
+def report(s: dict) -> list[str]:
+    """The rehearsal report's section (markdown lines)."""
+    replicas = ", ".join(f"{k}: {v}" for k, v in s["chunks_by_replica"].items())
+    diff = "n/a" if s["max_diff"] is None else f"{s['max_diff']:.2e}"
+    lines = [
+        f"Frequency streams through the balancer during the events: {s['completed']} of "
+        f"{s['streams']} streams completed (JSON {s['by_body']['json']}, float32 "
+        f"{s['by_body']['float32']}), {s['chunks']} chunks answered by replica {replicas}; "
+        f"{s['streams_on_both']} streams had chunks on both replicas. Chunked vs whole: max "
+        f"|diff| = {diff} (limit 1e-5). Chunk attempts that failed and were resent "
+        f"with the same state: {s['failed_attempts']}.",
+        "",
+        "| event | streams open across it | of which on both replicas | failed chunk attempts (resent) |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {e['event']} | {e['streams_open']} | {e['on_both']} | {e['failed_attempts']} |"
+        for e in s["events"]
+    ]
+    if s["access_logs"] is not None:
+        header = ", ".join(f"{k}: {v}" for k, v in s["answered_by_header"].items())
+        logs = ", ".join(f"{k}: {v}" for k, v in s["access_logs"].items())
+        lines += [
+            "",
+            f"Cross-check, every frequency request answered (chunks and whole-signal references): "
+            f"by the balancer's X-Replica header {header}; by the replicas' TorchServe access "
+            f"logs {logs}.",
+        ]
+    if s["errors"]:
+        lines += ["", "Failed attempts: " + "; ".join(s["errors"])]
+    return lines + [""]
