@@ -5,6 +5,7 @@
     python -m clients predict MODEL --json '{"any": "body"}'
     python -m clients predict MODEL [the model's own options]
     python -m clients stream [MODEL] --input samples.txt --chunk 500 [the model's own options]
+    python -m clients explain MODEL [the model's predict options] [--html F | --png F]
 
 Each registered model adds its own options and builds its own requests (the `cli` module in its
 folder, handlers/<model>/cli.py: `arguments`, `request`, `predict`, `stream_arguments`, `stream`;
@@ -94,6 +95,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if cli is not None and hasattr(cli, "arguments"):
             groups.append(pred.add_argument_group(f"{spec.name} options"))
             cli.arguments(groups[-1])
+    ex = sub.add_parser(
+        "explain",
+        parents=[common],
+        help="why the model answers what it does: the prediction's explanation",
+    )
+    ex.add_argument("model")
+    ex.add_argument("--version")
+    ex.add_argument("--json", help="a raw JSON request body")
+    ex.add_argument("--html", type=Path, help="write the explanation as a page (text models)")
+    ex.add_argument("--png", type=Path, help="write the explanation as an image (signals, images)")
+    for spec in MODELS:
+        cli = spec.module("cli")
+        if cli is not None and hasattr(cli, "arguments"):
+            cli.arguments(ex.add_argument_group(f"{spec.name} options"))
     streaming = stream_models()
     st = sub.add_parser("stream", parents=[common], help="stream samples chunk by chunk")
     st.add_argument(
@@ -140,6 +155,25 @@ def run_stream(client, args: argparse.Namespace) -> None:
             source.close()
 
 
+def run_explain(client, args: argparse.Namespace) -> Any:
+    """The explanation, and its page or image where --html/--png asks (the model's cli `view`)."""
+    from handlers.registry import get
+
+    payload = build_payload(args)
+    answer = client.explain(args.model, payload, version=args.version)
+    out = args.html or args.png
+    if out is not None:
+        try:
+            cli = get(args.model).module("cli")
+        except KeyError:
+            cli = None
+        if cli is None or not hasattr(cli, "view"):
+            raise ValueError(f"{args.model} has no --html/--png view")
+        path = cli.view(client, args, payload, answer, out)
+        print(f"wrote {path}", file=sys.stderr)
+    return answer
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = ClientSettings.from_properties(
@@ -155,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             elif args.command == "stream":
                 run_stream(client, args)
                 return 0
+            elif args.command == "explain":
+                answer = run_explain(client, args)
             else:
                 payload = build_payload(args)
                 # A model's own way of calling (e.g. a binary body) where its options ask for it.

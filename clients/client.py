@@ -33,6 +33,10 @@ class ModelClient(Protocol):
     def predict(self, model: str, payload: Payload, version: str | None = None) -> Any:
         """The model's JSON answer for one request (dict/list → JSON, str → text, bytes as is)."""
 
+    def explain(self, model: str, payload: Payload, version: str | None = None) -> Any:
+        """The same body as `predict`, answered with the model's explanation."""
+        ...
+
     def health(self) -> dict: ...
 
     def list_models(self) -> list[str]: ...

@@ -66,9 +66,19 @@ class GrpcClient:
         self._management = mpb_grpc.ManagementAPIsServiceStub(self._mchannel)
 
     def predict(self, model: str, payload: Payload, version: str | None = None) -> Any:
+        return self._call_predictions(model, payload, version, {})
+
+    def explain(self, model: str, payload: Payload, version: str | None = None) -> Any:
+        """The same body as `predict`, explained: TorchServe 0.12's gRPC API has no explanations
+        RPC, so the request carries an input named "explain" (handlers/service.py)."""
+        return self._call_predictions(model, payload, version, {"explain": b"true"})
+
+    def _call_predictions(
+        self, model: str, payload: Payload, version: str | None, extra: dict[str, bytes]
+    ) -> Any:
         body, _ = encode_payload(payload)
         request = self._pb.PredictionsRequest(
-            model_name=model, model_version=version or "", input={"body": body}
+            model_name=model, model_version=version or "", input={"body": body, **extra}
         )
         answer = with_token(
             self.tokens,

@@ -22,8 +22,15 @@ class RestClient:
         self._session = requests.Session()  # keep-alive: one connection per client
 
     def predict(self, model: str, payload: Payload, version: str | None = None) -> Any:
+        return self._call("predictions", model, payload, version)
+
+    def explain(self, model: str, payload: Payload, version: str | None = None) -> Any:
+        """The same body as `predict`, explained (POST /explanations/<model>)."""
+        return self._call("explanations", model, payload, version)
+
+    def _call(self, route: str, model: str, payload: Payload, version: str | None) -> Any:
         body, content_type = encode_payload(payload)
-        path = f"/predictions/{model}" + (f"/{version}" if version else "")
+        path = f"/{route}/{model}" + (f"/{version}" if version else "")
         url = self.settings.inference_url + path
         return decode_answer(
             with_token(

@@ -6,6 +6,7 @@ python -m clients predict frequency --synthetic 2000 --float32     # float32 bod
 python -m clients stream frequency --input signal.txt --chunk 500 --frequencies 1,3
 sensor | python -m clients stream frequency --chunk 200 --protocol grpc   # stdin, as it comes
 python -m clients stream frequency --input signal.f32 --input-format f32 --float32
+python -m clients explain frequency --synthetic 2000 --frequencies 1,3 --png why.png
 """
 
 from __future__ import annotations
@@ -77,3 +78,17 @@ def stream(client, args: argparse.Namespace, state: str | None) -> SignalStream:
     return SignalStream(
         client, frequencies_of(args), args.sample_rate, args.model, args.float32, state
     )
+
+
+def view(client, args: argparse.Namespace, payload, answer, path):
+    """`explain --png`: the signal, each explained component (one prediction of the same body)
+    and the attribution of every sample."""
+    import numpy as np
+
+    from handlers.frequency.explain_view import render_png
+
+    if args.html:
+        raise ValueError("frequency explanations are images: use --png")
+    prediction = client.predict(args.model, payload, version=args.version)
+    rate = float(payload.get("sample_rate") or prediction["sample_rate"])
+    return render_png(np.asarray(payload["signal"]), rate, prediction, answer, path)

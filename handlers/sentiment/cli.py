@@ -2,6 +2,7 @@
 
 python -m clients predict sentiment --text "A warm, funny film" --protocol grpc
 python -m clients predict sentiment --text "Loved it" --text "Hated it"
+python -m clients explain sentiment --text "A warm, funny film" --html why.html
 """
 
 from __future__ import annotations
@@ -19,3 +20,19 @@ def request(args: argparse.Namespace) -> dict | None:
     if not args.text:
         return None
     return {"text": args.text[0]} if len(args.text) == 1 else {"texts": args.text}
+
+
+def view(client, args: argparse.Namespace, payload, answer, path):
+    """`explain --html`: the text with its words shaded by attribution (one page per request; a
+    {"texts": [...]} request gets one section per text)."""
+    from pathlib import Path
+
+    from handlers.sentiment.explain_view import render_html
+
+    if args.png:
+        raise ValueError("sentiment explanations are pages: use --html")
+    texts = payload.get("texts") or [payload.get("text")] if isinstance(payload, dict) else []
+    answers = answer if isinstance(answer, list) else [answer]
+    pages = [render_html(t, a) for t, a in zip(texts, answers, strict=True)]
+    Path(path).write_text(pages[0] if len(pages) == 1 else "\n".join(pages), encoding="utf-8")
+    return path

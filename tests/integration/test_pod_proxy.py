@@ -360,6 +360,20 @@ def predict(pod: Pod, timeout: float = 30) -> requests.Response:
     )
 
 
+def test_explanations_pass_the_door(pod):
+    """The one route added to the allow-list: /explanations/<model> reaches the handler, which
+    answers word attributions over the same body as /predictions."""
+    r = requests.post(
+        f"{pod.http}/explanations/sentiment",
+        json={"text": "a fine film"},
+        headers=auth(),
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [w["text"] for w in body["words"]] == ["a", "fine", "film"]
+
+
 def test_a_full_replica_answers_a_fast_json_503_and_recovers(pod):
     with torchserve_frozen(pod), ThreadPoolExecutor(MAX_INFLIGHT + MAX_QUEUE) as pool:
         held = [pool.submit(predict, pod) for _ in range(MAX_INFLIGHT + MAX_QUEUE)]
@@ -439,7 +453,6 @@ def test_one_source_cannot_take_every_socket(pod):
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
-        ("POST", "/explanations/sentiment", 404),
         ("POST", "/v1/models/sentiment:explain", 404),
         ("POST", "/v2/models/sentiment/explain", 404),
         ("POST", "/v2/models/sentiment/infer", 404),
@@ -451,6 +464,8 @@ def test_one_source_cannot_take_every_socket(pod):
         ("GET", "/models", 404),
         ("POST", "/predictions/sentiment/1.0/extra", 404),
         ("POST", "/predictions/../explanations/sentiment", 404),
+        ("POST", "/explanations/sentiment/1.0/extra", 404),
+        ("GET", "/explanations/sentiment", 405),
         ("POST", "/predictions/%2e%2e/explanations", 404),
         ("GET", "/predictions/sentiment", 405),
         ("DELETE", "/predictions/sentiment", 405),

@@ -1,0 +1,128 @@
+"""Explanations through the serving lifecycle (handlers/service.py, handlers/explain.py): each
+request's own mode, the same answers in process and through the TorchServe adapter, and bounded:
+too costly alone is a fast 400, past the batch's explanation budget a 503 with Retry-After; a
+model that does not explain refuses alone with 501."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from handlers.service import ModelService, Request
+from handlers.sentiment_handler import SentimentHandler
+from tests.unit.test_sentiment_handler import SERVE_CONFIG
+from tests.unit.test_service import FakeContext, in_process, json_request, served, toy_dir  # noqa: F401
+
+EXPLAIN = {"explain": "True"}
+
+
+def bodies(results):
+    return [(s, rounded(json.loads(b))) for s, _, b, _ in results]
+
+
+def rounded(x):
+    """Answers compared to 6 decimals: a batch of 2 and a batch of 1 may differ in the last float
+    bits of a BLAS reduction (the surface suite compares neighbours the same way)."""
+    if isinstance(x, float):
+        return round(x, 6)
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return x
+
+
+def test_each_request_keeps_its_own_mode_in_process_and_served(toy_dir):  # noqa: F811
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG)
+    handler = SentimentHandler()
+    handler.initialize(FakeContext(toy_dir, SERVE_CONFIG))
+    batch = [
+        json_request({"text": "good fun"}, 0),
+        json_request({"text": "good fun"}, 1, **EXPLAIN),
+        json_request({"texts": ["awful plot", "great acting"]}, 2, **EXPLAIN),
+        json_request({"text": "good fun"}, 3),
+    ]
+    got = bodies(in_process(service, batch))
+    assert got == bodies(served(handler, batch))
+    alone = bodies(in_process(service, [batch[0]]))[0]
+    assert got[0] == got[3] == alone  # predictions beside explanations: as alone
+    assert got[1][0] == 200 and [w["text"] for w in got[1][1]["words"]] == ["good", "fun"]
+    assert got[1] == bodies(in_process(service, [batch[1]]))[0]  # explained as alone
+    assert [[w["text"] for w in e["words"]] for e in got[2][1]] == [
+        ["awful", "plot"],
+        ["great", "acting"],
+    ]
+
+
+def test_grpc_asks_with_an_explain_input_beside_the_body(toy_dir):  # noqa: F811
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG)
+    body = json.dumps({"text": "good fun"}).encode()
+    grpc_row = {"body": body, "explain": b"true"}
+    [reply] = service.handle_batch([Request(body, {"body": "application/json"}, "g", grpc_row)])
+    assert [w["text"] for w in json.loads(reply.body)["words"]] == ["good", "fun"]
+    plain = {"body": body}
+    [reply] = service.handle_batch([Request(body, {"body": "application/json"}, "p", plain)])
+    assert "label" in json.loads(reply.body)
+
+
+def test_too_costly_alone_is_refused_before_anything_runs(toy_dir):  # noqa: F811
+    config = SERVE_CONFIG | {"max_explain_tokens": 30, "max_batch_explain_tokens": 30}
+    service = ModelService.from_dir(toy_dir, config=config)
+    long = " ".join(["good", "fun", "plot"] * 4)
+    start = time.perf_counter()
+    [(status, body)] = bodies(in_process(service, [json_request({"text": long}, 0, **EXPLAIN)]))
+    assert status == 400 and body["kind"] == "too_large" and "token-passes" in body["error"]
+    assert time.perf_counter() - start < 0.5
+
+
+def test_past_the_batch_explanation_budget_is_a_503_with_retry_after(toy_dir):  # noqa: F811
+    config = SERVE_CONFIG | {"max_explain_tokens": 40, "max_batch_explain_tokens": 40}
+    service = ModelService.from_dir(toy_dir, config=config)
+    ask = json_request({"text": "good fun plot"}, 0, **EXPLAIN)  # 4 passes x 5 tokens = 20
+    results = in_process(service, [ask, ask, ask, json_request({"text": "good"}, 3)])
+    assert [r[0] for r in results] == [200, 200, 503, 200]
+    assert results[2][3] == {"Retry-After": "1"}
+    assert json.loads(results[2][2])["kind"] == "overloaded"
+
+
+def test_a_model_that_does_not_explain_refuses_alone_with_501(toy_dir):  # noqa: F811
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG)
+
+    class NoExplain:  # the model's lifecycle hooks without `explain`
+        def __init__(self, model):
+            self._m = model
+            self.name, self.settings = model.name, model.settings
+
+        def __getattr__(self, name):
+            if name == "explain":
+                raise AttributeError(name)
+            return getattr(self._m, name)
+
+    service.model = NoExplain(service.model)
+    got = bodies(in_process(service, [json_request({"text": "good"}, 0, **EXPLAIN),
+                                      json_request({"text": "good"}, 1)]))  # fmt: skip
+    assert got[0][0] == 501 and got[0][1]["kind"] == "not_implemented"
+    assert got[1][0] == 200 and "label" in got[1][1]
+
+
+@pytest.mark.parametrize("fails", ["explain"])
+def test_an_explanation_that_raises_is_its_own_500(toy_dir, fails, monkeypatch):  # noqa: F811
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG)
+    real = service.model.explainer.explain
+
+    def fragile(text, target=None):
+        if "poison" in text:
+            raise np.linalg.LinAlgError("nobody expected this")
+        return real(text, target)
+
+    monkeypatch.setattr(service.model.explainer, "explain", fragile)
+    batch = [
+        json_request({"text": "poison"}, 0, **EXPLAIN),
+        json_request({"text": "good"}, 1, **EXPLAIN),
+    ]
+    got = bodies(in_process(service, batch))
+    assert got[0][0] == 500 and got[0][1]["kind"] == "internal"
+    assert got[1] == bodies(in_process(service, [batch[1]]))[0]
