@@ -14,6 +14,7 @@ import yaml
 from handlers.base import BATCH_SIZE_HEADER, STREAM_NEXT_HEADER
 from handlers.errors import RequestError
 from handlers.frequency.model import FrequencyModel
+from handlers.frequency.state import KEY_FILE_ENV
 from handlers.frequency_handler import FrequencyHandler
 from handlers.sentiment.model import SentimentModel
 from handlers.sentiment_handler import SentimentHandler
@@ -119,7 +120,7 @@ def test_frequency_in_process_answers_equal_the_adapters_float32_included(
 ):
     key = tmp_path / "key"
     key.write_bytes(KEY)
-    monkeypatch.setenv("FREQUENCY_STATE_HMAC_FILE", str(key))
+    monkeypatch.setenv(KEY_FILE_ENV, str(key))
     config = {"runtime": "onnx", "threads": 1, "max_samples": 5000, "mc_samples": 8}
     handler = FrequencyHandler()
     handler.initialize(FakeContext(frequency_artifacts, config))
