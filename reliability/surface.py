@@ -139,10 +139,10 @@ def grpc_attacks(draw, models: list[str]) -> GrpcAttack:
     name, client_streaming, server_streaming = draw(st.sampled_from(grpc_methods()))
     model = draw(st.sampled_from([*models, UNKNOWN_MODEL, ""]))
     body = draw(bodies(model if model in models else models[0]))
-    keys = st.sampled_from(["body", "data", "sample_rate", "frequencies", "stream", "x"])
-    inputs = draw(
-        st.lists(st.tuples(keys, st.just(body.data) | st.binary(max_size=40)), max_size=3)
-    )
+    # "explain": the gRPC way to ask for an explanation (handlers/service.py).
+    keys = st.sampled_from(["body", "data", "explain", "sample_rate", "frequencies", "stream", "x"])
+    values = st.just(body.data) | st.just(b"true") | st.binary(max_size=40)
+    inputs = draw(st.lists(st.tuples(keys, values), max_size=3))
     return GrpcAttack(
         name,
         client_streaming,

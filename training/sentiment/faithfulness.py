@@ -11,7 +11,6 @@ the ratio top/random at k = 3 is the headline figure (docs/explanations.md).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from handlers.sentiment.explain import METHODS, SCORES, SentimentExplainer, word_spans
+from training.common.deletion import plot, report, summary
 
 KS = (1, 3, 5)
 
@@ -44,7 +44,9 @@ def held_out_reviews(n: int, max_words: int, seed: int) -> list[str]:
     return [t for t in texts if 6 <= len(word_spans(t)) <= max_words][:n]
 
 
-def evaluate(explainer: SentimentExplainer, texts: list[str], draws: int, seed: int) -> dict:
+def evaluate(
+    explainer: SentimentExplainer, texts: list[str], draws: int, seed: int, first: bool = True
+) -> dict:
     predictor = explainer.predictor
     labels = list(predictor.settings.labels)
     rng = np.random.default_rng(seed)
@@ -71,54 +73,19 @@ def evaluate(explainer: SentimentExplainer, texts: list[str], draws: int, seed: 
         for (kind, k), p in zip(owners, probs, strict=True):
             drop = ex.probability - p
             (top if kind == "top" else rand)[k].append(drop)
-    rows = {}
-    for k in KS:
-        t = float(np.mean(top[k]))
-        r = float(np.mean(rand[k])) / 1.0
-        rows[str(k)] = {"top": t, "random": r, "ratio": t / r if r > 0 else float("inf")}
+    name = f"{explainer.method} ({explainer.score})"
     return {
+        "label": name,
         "method": explainer.method,
         "score": explainer.score,
+        "random_label": "random words" if first else None,
         "reviews": len(texts),
         "random_draws": draws,
-        "deletion": rows,
-        "seconds_per_explanation": {
-            "mean": float(np.mean(seconds)),
-            "p50": float(np.median(seconds)),
-        },
+        "deletion": summary(KS, top, rand),
+        "seconds_per_explanation": float(np.mean(seconds)),
         "evaluations_per_explanation": float(np.mean(evaluations)),
         "words_per_review": float(np.mean([len(word_spans(t)) for t in texts])),
     }
-
-
-def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ks = [0, *KS]
-    for r in results:
-        name = f"{r['method']} ({r['score']})"
-        ax.plot(
-            ks, [0] + [r["deletion"][str(k)]["top"] for k in KS], marker="o", label=f"top-k, {name}"
-        )
-    r0 = results[0]
-    ax.plot(
-        ks,
-        [0] + [r0["deletion"][str(k)]["random"] for k in KS],
-        "k--",
-        marker="x",
-        label="random k words",
-    )
-    ax.set_xlabel("words deleted (k)")
-    ax.set_ylabel("mean drop of the predicted label's probability")
-    ax.set_title(f"Sentiment deletion curves, {r0['reviews']} held-out reviews")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,29 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     texts = held_out_reviews(args.reviews, args.max_words, args.seed)
     results = []
-    for spec in args.methods.split(","):
+    for i, spec in enumerate(args.methods.split(",")):
         method, score = spec.split(":")
-        assert method in METHODS and score in SCORES, spec
-        results.append(
-            evaluate(SentimentExplainer(predictor, method, score), texts, args.draws, args.seed)
-        )
-    args.out.mkdir(parents=True, exist_ok=True)
-    report = {
-        "model": dict(predictor.model_info),
-        "cpu": cpu_summary(describe_cpu()),
-        "results": results,
-    }
-    (args.out / "sentiment_faithfulness.json").write_text(json.dumps(report, indent=2))
-    plot(results, args.out / "sentiment_deletion.png")
-    print(f"CPU: {report['cpu']}")
-    print("| method | score | k | top-k drop | random drop | ratio | s/explanation | passes |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        for k in KS:
-            d = r["deletion"][str(k)]
-            print(
-                f"| {r['method']} | {r['score']} | {k} | {d['top']:.4f} | {d['random']:.4f} | {d['ratio']:.2f} | {r['seconds_per_explanation']['mean']:.2f} | {r['evaluations_per_explanation']:.0f} |"
-            )
+        if method not in METHODS or score not in SCORES:
+            p.error(f"--methods: {spec!r} is not method:score of {METHODS} x {SCORES}")
+        explainer = SentimentExplainer(predictor, method, score)
+        results.append(evaluate(explainer, texts, args.draws, args.seed, first=i == 0))
+    meta = {"model": dict(predictor.model_info), "cpu": cpu_summary(describe_cpu())}
+    report(args.out, "sentiment", results, KS, meta)
+    plot(results, KS, args.out / "sentiment_deletion.png",
+         f"Sentiment deletion curves, {len(texts)} held-out reviews", "words deleted (k)",
+         "mean drop of the predicted label's probability")  # fmt: skip
     return 0
 
 
