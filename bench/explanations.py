@@ -1,0 +1,164 @@
+"""Do explanations slow predictions down? Prediction latency with and without a concurrent
+explanation load on one real TorchServe, and what an explanation costs.
+
+    python -m bench.explanations --archive model_store/sentiment.mar [--model sentiment] \\
+        [--predictors 4] [--explainers 2] [--seconds 30] [--out reports/explanations]
+
+Phase 1: `--predictors` closed-loop clients send the model's load payloads (its samples.py) to
+/predictions for `--seconds`. Phase 2: the same, while `--explainers` clients send the same kind of
+bodies to /explanations. Reported per phase: prediction p50/p99 and throughput; for explanations,
+their latency, how many were answered and how many were refused fast (503 past the batch's
+explanation budget, 400 over the per-request limit) and how fast the refusals came back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import requests
+
+from handlers.registry import get
+from tests.support.torchserve import start_torchserve
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def clients(
+    server, model: str, route: str, n: int, seconds: float, seed: int, max_bytes: int | None = None
+) -> list[dict]:
+    def drawer(i: int):
+        draw = get(model).hook("payloads")(seed=seed + i)
+        if max_bytes is None:
+            return draw
+        return lambda: next(b for b in iter(draw, None) if len(json.dumps(b)) <= max_bytes)
+
+    draw_for = [drawer(i) for i in range(n)]
+    out: list[dict] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def run(i: int) -> None:
+        session = requests.Session()
+        while time.monotonic() < stop:
+            body = draw_for[i]()
+            t0 = time.perf_counter()
+            r = session.post(
+                f"{server.inference_url}/{route}/{model}",
+                json=body,
+                headers=server.auth(),
+                timeout=120,
+            )
+            ms = (time.perf_counter() - t0) * 1000
+            kind = r.json().get("kind") if r.status_code != 200 else None
+            with lock:
+                out.append({"status": r.status_code, "ms": ms, "kind": kind})
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def stats(calls: list[dict], seconds: float) -> dict:
+    ok = [c["ms"] for c in calls if c["status"] == 200]
+    refused = [c for c in calls if c["status"] in (400, 503)]
+    return {
+        "answered": len(ok),
+        "per_s": len(ok) / seconds,
+        "p50_ms": percentile(ok, 50),
+        "p99_ms": percentile(ok, 99),
+        "refused": {str(s): sum(c["status"] == s for c in refused) for s in (400, 503)},
+        "refusal_p99_ms": percentile([c["ms"] for c in refused], 99),
+        "errors": sum(c["status"] >= 500 and c["status"] != 503 for c in calls),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--archive", type=Path, required=True)
+    ap.add_argument("--model", help="registered model (default: from the archive's file name)")
+    ap.add_argument("--predictors", type=int, default=4)
+    ap.add_argument("--explainers", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument(
+        "--explain-bytes",
+        type=int,
+        default=700,
+        help="explanation clients send load payloads up to this JSON size (short texts: one "
+        "explanation costs a pass per word)",
+    )
+    ap.add_argument("--out", type=Path, default=Path("reports/explanations"))
+    args = ap.parse_args(argv)
+    from training.common.machine import cpu_summary, describe_cpu
+
+    model = args.model or get(args.archive.stem).name
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_torchserve(Path(tmp), {model: args.archive})
+        try:
+            clients(server, model, "predictions", args.predictors, 3, 99)  # warm up
+            alone = stats(
+                clients(server, model, "predictions", args.predictors, args.seconds, 0),
+                args.seconds,
+            )
+            result: dict = {}
+            t = threading.Thread(
+                target=lambda: result.update(
+                    e=clients(
+                        server,
+                        model,
+                        "explanations",
+                        args.explainers,
+                        args.seconds,
+                        1000,
+                        args.explain_bytes,
+                    )  # fmt: skip
+                )
+            )
+            t.start()
+            beside = stats(
+                clients(server, model, "predictions", args.predictors, args.seconds, 0),
+                args.seconds,
+            )
+            t.join()
+            explained = stats(result["e"], args.seconds)
+        finally:
+            server.stop()
+    report = {
+        "model": model,
+        "cpu": cpu_summary(describe_cpu()),
+        "predictors": args.predictors,
+        "explainers": args.explainers,
+        "seconds": args.seconds,
+        "predictions_alone": alone,
+        "predictions_beside_explanations": beside,
+        "explanations": explained,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{model}_explain_load.json").write_text(json.dumps(report, indent=2))
+    print(f"CPU: {report['cpu']}; {args.predictors} prediction clients, {args.explainers} explanation clients, {args.seconds:g} s each phase")  # fmt: skip
+    print("| | answered/s | p50 ms | p99 ms | refused 400 / 503 | refusal p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, s in (("predictions alone", alone), ("predictions beside explanations", beside), ("explanations", explained)):  # fmt: skip
+        p50, p99, rp = (
+            f"{v:.0f}" if v is not None else "-"
+            for v in (s["p50_ms"], s["p99_ms"], s["refusal_p99_ms"])
+        )
+        print(f"| {name} | {s['per_s']:.1f} | {p50} | {p99} | {s['refused']['400']} / {s['refused']['503']} | {rp} |")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
