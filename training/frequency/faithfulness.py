@@ -2,8 +2,9 @@
 
 For each signal and requested frequency: explain the component's energy, set the top k% most
 attributed input samples to 0 (k = 5, 10, 20) and measure how much the component's energy drops;
-the same with k% random samples. Signals are new draws of the training distribution (a noisy sum
-of the four tones with random amplitudes and phases, seeds the training never used).
+the same with k% random samples. Signals are new draws of the training distribution
+(training/frequency/data.make_signal with the default config's spec, noise seeds from 10,000: the
+training, validation and test signals use seeds 1 to 3).
 
     python -m training.frequency.faithfulness --artifacts artifacts/frequency --out reports/explanations
 """
@@ -36,8 +37,10 @@ def energy(engine, requests: list[SignalRequest]) -> np.ndarray:
 def evaluate(
     explainer: FrequencyExplainer, signals: int, samples: int, draws: int, seed: int
 ) -> dict:
-    from handlers.frequency.samples import synthetic_signal
+    from training.frequency.config import CONFIGS
+    from training.frequency.data import make_signal
 
+    spec = CONFIGS["default"].signal
     p = explainer.predictor
     s = p.settings
     rng = np.random.default_rng(seed)
@@ -45,7 +48,8 @@ def evaluate(
     rand = {k: [] for k in KS}
     seconds, passes = [], []
     for i in tqdm(range(signals), desc="occlusion", unit="signal"):
-        x = synthetic_signal(samples, s.sample_rate, s.frequencies, seed=SEED_OFFSET + seed + i)
+        x = make_signal(spec, SEED_OFFSET + seed + i).mixed[:samples].copy()
+        samples = x.shape[0]
         req = SignalRequest(
             x, s.sample_rate, tuple(s.frequencies), tuple(range(len(s.frequencies)))
         )
