@@ -55,3 +55,12 @@ def payloads(seed: int = 0, **_) -> Callable[[], dict]:
         return {"images": rng.sample(images, 4)}
 
     return draw
+
+
+def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
+    """One held-out image per request: the unit in-process and served runs both count."""
+    from sklearn.datasets import load_digits
+
+    images = load_digits().images[-TEST_IMAGES:].astype(int).tolist()
+    rng = random.Random(seed)
+    return [{"image": rng.choice(images)} for _ in range(n)]
