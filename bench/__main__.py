@@ -6,7 +6,8 @@ the workers used, and where a request's time goes. Each model's requests are one
 samples.py `bench_feed` hook, sized by the options its `bench_arguments` hook adds); a model whose
 `BENCH_BODIES` names float32 is also sent float32 bodies with float32 answers (REST), and for each
 body kind its handler's whole path is timed in-process against the bare model; a model with a
-`bench_stages` hook gets its inference stage taken apart in-process instead.
+`stages` hook gets its inference stage taken apart in-process instead. The bare model is each
+model's handlers/<model>/bench.py `batches` hook; a model without one is skipped (said on stderr).
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
@@ -34,8 +35,10 @@ from bench.cpu import CpuMeter
 from bench.inprocess import (
     InProcess,
     Replicas,
+    bench_hook,
     handler_throughput,
     serving_shape,
+    stage_times,
 )
 from bench.metrics import breakdown, scrape
 from bench.report import markdown_table, plot
@@ -167,6 +170,13 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
     """(model, runtime, artifact dir) for every complete export found; missing ones are reported."""
     todo = []
     for model in args.models:
+        if bench_hook(model, "batches") is None:
+            print(
+                f"bench: handlers/{model}/bench.py has no batches() hook (no bare-model figure to "
+                f"compare against); skipping {model}",
+                file=sys.stderr,
+            )
+            continue
         art = args.artifacts / model
         if not (art / "manifest.json").exists():
             print(
@@ -279,12 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         bare_args[name] = (model, art, runtime, payloads, overrides)
         bare[name] = InProcess(*bare_args[name])
         in_process[name] = bare[name].time(args.min_seconds)
-        if (stages_hook := get(model).hook("bench_stages")) is not None:
-            stages[name] = stages_hook(art, runtime, payloads, overrides=overrides)
+        if bench_hook(model, "stages") is not None:
+            stages[name] = stage_times(model, art, runtime, payloads, overrides=overrides)
         elif get(model).hook("BENCH_BODIES"):
             for body in model_bodies(model, args.bodies):
                 handler[(name, body)] = handler_throughput(
-                    art, runtime, payloads, body, args.min_seconds, overrides
+                    model, art, runtime, payloads, body, args.min_seconds, overrides
                 )
         steps.update()
     for model, runtime, _art, body, workers in plan_rows:

@@ -1,7 +1,8 @@
 """In-process throughput of the bare exported artifact, at the serving batch size and threads.
 
-Requests are turned into model inputs with the handler's own code (tokenizer, windowing) before
-the clock starts: only the runtime call is timed, batch by batch, as a worker would run it.
+Requests are turned into model inputs with the handler's own code before the clock starts (each
+model's `batches` hook in handlers/<model>/bench.py, found through the registry): only the runtime
+call is timed, batch by batch, as a worker would run it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from handlers import registry
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class ServingShape:
 def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingShape, dict]:
     from deploy.archive import apply_overrides
 
-    config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
+    config = yaml.safe_load(registry.get(model).model_config.read_text())
     apply_overrides(config, overrides)
     handler = dict(config.get("handler") or {})
     shape = ServingShape(
@@ -40,49 +40,12 @@ def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingSha
     return shape, handler
 
 
-def _sentiment_batches(
-    artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int
-):
-    from handlers.sentiment.predict import SentimentPredictor
-
-    predictor = SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
-    ids_name, mask_name = predictor.settings.input_names[:2]
-    texts = [p["text"] for p in payloads]
-    feeds = []
-    for i in range(0, len(texts), batch):
-        enc = predictor.encoder.encode(texts[i : i + batch])
-        feeds.append(
-            ({ids_name: enc.input_ids, mask_name: enc.attention_mask}, len(texts[i : i + batch]))
-        )
-    return predictor.runtime.run, feeds
-
-
-def _frequency_batches(
-    artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int
-):
-    from handlers.frequency.codec import decode_request
-    from handlers.frequency.engine import FrequencyEngine, model_inputs
-    from handlers.frequency.settings import parse_settings
-    from handlers.frequency.windowing import split
-
-    manifest = json.loads((artifacts / "manifest.json").read_text())
-    settings = parse_settings(manifest, handler | {"runtime": runtime})
-    engine = FrequencyEngine(settings, artifacts)
-    requests = [decode_request({"body": p}, {}, settings) for p in payloads]
-    feeds = []
-    for i in range(0, len(requests), batch):
-        rows, selectors = [], []
-        for req in requests[i : i + batch]:
-            win = split(req.signal, settings.window, settings.hop)
-            for sel in req.selectors:
-                rows.append(win)
-                selectors.extend([sel] * win.shape[0])
-        x = model_inputs(np.concatenate(rows), selectors, len(settings.frequencies))
-        feeds.append(({settings.sequence.inputs[0]: x}, len(requests[i : i + batch])))
-    return engine.sequence.run, feeds
-
-
-PREPARE: dict[str, Callable] = {"sentiment": _sentiment_batches, "frequency": _frequency_batches}
+def bench_hook(model: str, attr: str) -> Callable | None:
+    """`attr` of the model's handlers/<model>/bench.py, or None where it has no such module or
+    hook: `batches` (the bare runtime call and its feeds: without it the model has no in-process
+    figure and bench skips it), `stages` (its inference stage taken apart), `load` (the served
+    model the handler-path timing runs; default: its registry `MODEL.load`)."""
+    return getattr(registry.get(model).module("bench"), attr, None)
 
 
 class InProcess:
@@ -98,9 +61,10 @@ class InProcess:
         overrides: dict | None = None,
     ):
         self.shape, handler = serving_shape(model, overrides)
-        self.run, self.feeds = PREPARE[model](
-            artifacts, runtime, handler, payloads, self.shape.batch_size
-        )
+        prepare = bench_hook(model, "batches")
+        if prepare is None:
+            raise LookupError(f"handlers/{model}/bench.py has no batches(): no bare-model figure")
+        self.run, self.feeds = prepare(artifacts, runtime, handler, payloads, self.shape.batch_size)
         # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per
         # shape, ONNX Runtime plans memory per shape; neither belongs to steady-state throughput.
         for feed, _ in self.feeds:
@@ -187,50 +151,26 @@ def in_process_throughput(
     return InProcess(model, artifacts, runtime, payloads, overrides).time(min_seconds)
 
 
-def sentiment_stages(
+def stage_times(
+    model: str,
     artifacts: Path,
     runtime: str,
     payloads: list[dict],
     min_seconds: float = 2.0,
     overrides: dict | None = None,
-) -> dict:
-    """The handler's inference stage taken apart in-process, ms per request at the serving batch:
-    tokenization, the runtime call, the MC-dropout head (calibrated probabilities and spread) and
-    the JSON of the answers. What the served breakdown cannot see inside a worker."""
-    import json as _json
-
-    shape, handler = serving_shape("sentiment", overrides)
-    from handlers.sentiment.predict import SentimentPredictor
-
-    p = SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
-    ids_name, mask_name = p.settings.input_names[:2]
-    texts = [x["text"] for x in payloads]
-    batches = [texts[i : i + shape.batch_size] for i in range(0, len(texts), shape.batch_size)]
-    answer = p.predict(texts[:1])[0]  # the JSON cost is per answer, whatever its text
-    totals = dict.fromkeys(("tokenize", "runtime", "head", "json"), 0.0)
-    done, start = 0, time.perf_counter()
-    while True:
-        for batch in batches:
-            t0 = time.perf_counter()
-            enc = p.encoder.encode(batch)
-            t1 = time.perf_counter()
-            out = p.runtime.run({ids_name: enc.input_ids, mask_name: enc.attention_mask})
-            t2 = time.perf_counter()
-            features = out[p.settings.output_names[1]]
-            p.uncertainty(features)
-            t3 = time.perf_counter()
-            for _ in batch:
-                _json.dumps(answer)
-            t4 = time.perf_counter()
-            for k, dt in zip(totals, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
-                totals[k] += dt
-            done += len(batch)
-        if time.perf_counter() - start >= min_seconds:
-            break
-    return {k: round(v / done * 1e3, 3) for k, v in totals.items()} | {"requests": done}
+) -> dict | None:
+    """The model's inference stage taken apart in-process at the serving batch, ms per request
+    (its bench.py `stages` hook): what the served breakdown cannot see inside a worker. None
+    where the model has no such hook."""
+    hook = bench_hook(model, "stages")
+    if hook is None:
+        return None
+    shape, handler = serving_shape(model, overrides)
+    return hook(artifacts, runtime, handler, payloads, shape.batch_size, min_seconds)
 
 
 def handler_throughput(
+    model: str,
     artifacts: Path,
     runtime: str,
     payloads: list[dict],
@@ -238,22 +178,19 @@ def handler_throughput(
     min_seconds: float = 3.0,
     overrides: dict | None = None,
 ) -> dict:
-    """Frequency only: requests per second of the handler's whole path in this process, from the
-    wire bytes a worker receives to the answer bytes it returns (JSON parsing as TorchServe's
-    worker does it, decoding, windows, runtime, std band, stitching, encoding): what a served
-    request costs inside the worker, without the frontend, the network or the load generator."""
+    """Requests per second of the model's whole handler path in this process, from the wire bytes
+    a worker receives to the answer bytes it returns (JSON parsing as TorchServe's worker does it,
+    then the model's parse, inference and reply): what a served request costs inside the worker,
+    without the frontend, the network or the load generator. The model is its bench.py `load`
+    hook's, else its registry `MODEL.load`."""
     from bench.served import float32_request
     from handlers.budget import Overloaded
     from handlers.errors import RequestError
-    from handlers.frequency.model import FrequencyModel
     from handlers.service import ModelService, Request
 
-    shape, handler = serving_shape("frequency", overrides)
-    service = ModelService(
-        FrequencyModel.load(
-            artifacts, handler | {"runtime": runtime}, state_key=b"bench-only-state-key"
-        )
-    )
+    shape, handler = serving_shape(model, overrides)
+    load = bench_hook(model, "load") or registry.get(model).model_class().load
+    service = ModelService(load(artifacts, handler | {"runtime": runtime}))
     rows: list[tuple[bytes, dict]] = []
     for p in payloads:
         if body == "float32":

@@ -17,12 +17,13 @@ A model named `m` owns these folders, and nothing outside them names it:
     train_args() -> list[str]    extra `python -m training.m` options `make train` passes
     LOAD_COST: int               relative cost of serving it (the cheapest is used for fault tests)
     STATE_KEY: str               the variable naming its signing-key file (pods mount the Secret there)
-    BENCH_BODIES, bench_arguments(group), bench_stages(...), fp16_atol()   bench's per-model parts
+    bench_feed(n), BENCH_BODIES, bench_arguments(group), fp16_atol()   bench's per-model parts
     light_request(i) -> dict     a small body the rehearsal's Locust users send
 
 and, also optional, modules of its own that shared tools look for (`ModelSpec.module`): cli.py
 (`python -m clients` options and requests), rehearsal.py (its traffic during `make rehearse`),
-overload.py (its overload case). docs/adding-a-model.md has each hook in one line.
+overload.py (its overload case), bench.py (`python -m bench`'s bare-runtime feeds and timings).
+docs/adding-a-model.md has each hook in one line.
 
 This module imports nothing heavy: clients, the Makefile (`python -m handlers.registry names`) and
 the pod's init container read it. Adding a model is its folders plus one line in MODELS.

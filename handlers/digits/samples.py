@@ -31,6 +31,13 @@ TEST_IMAGES = 297
 """The last images of load_digits: the held-out test split."""
 
 
+def light_request(i: int) -> dict:
+    """A small valid body, cheap to build (no dataset), varied by `i`: EXAMPLE shifted `i % 3`
+    columns right, for the rehearsal's Locust users (REHEARSAL_MODEL=digits)."""
+    shift = i % 3
+    return {"image": [[0] * shift + row[: len(row) - shift] for row in EXAMPLE["image"]]}
+
+
 def binary_example() -> tuple[bytes, str, dict[str, str]]:
     """EXAMPLE as a PNG upload (8-bit grey, 0..16 scaled to 0..255)."""
     import numpy as np
@@ -55,3 +62,12 @@ def payloads(seed: int = 0, **_) -> Callable[[], dict]:
         return {"images": rng.sample(images, 4)}
 
     return draw
+
+
+def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
+    """One held-out image per request: the unit in-process and served runs both count."""
+    from sklearn.datasets import load_digits
+
+    images = load_digits().images[-TEST_IMAGES:].astype(int).tolist()
+    rng = random.Random(seed)
+    return [{"image": rng.choice(images)} for _ in range(n)]

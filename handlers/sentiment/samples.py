@@ -90,13 +90,6 @@ def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
     return [draw() for _ in range(n)]
 
 
-def bench_stages(artifacts, runtime: str, payloads: list[dict], **opts) -> dict:
-    """`python -m bench`: this model's inference stage taken apart in-process (bench/inprocess.py)."""
-    from bench.inprocess import sentiment_stages
-
-    return sentiment_stages(artifacts, runtime, payloads, **opts)
-
-
 def fp16_atol() -> float:
     """The serving fp16 gate (|diff| against fp32) bench/gpu_check.py checks a GPU run against."""
     from handlers.sentiment.settings import SentimentSettings

@@ -201,6 +201,33 @@ def test_cli_predicts_over_grpc_and_reports_bad_input_with_exit_status_2(served)
     assert "400 BadRequest" in bad.stderr and "sample_rate" in bad.stderr
 
 
+def test_cli_predicts_digits_from_a_png_file_a_grid_and_an_upload(served, tmp_path):
+    """handlers/digits/cli.py: --image (base64 in JSON, here over gRPC), --grid (REST) and --upload
+    (the file's bytes as the body) reach the same model and agree on the label."""
+    from handlers.digits.samples import EXAMPLE, binary_example
+
+    if "digits" not in served.models:
+        pytest.skip("no digits archive in this session")
+    png = tmp_path / "zero.png"
+    png.write_bytes(binary_example()[0])
+    config = Path(served.workdir) / "config.properties"
+    base = [sys.executable, "-m", "clients", "predict", "digits", "--config", str(config)]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    answers = []
+    for extra in (
+        ["--image", str(png), "--protocol", "grpc"],
+        ["--grid", json.dumps(EXAMPLE["image"])],
+        ["--image", str(png), "--upload"],
+    ):
+        run = subprocess.run(
+            [*base, *extra], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+        )
+        assert run.returncode == 0, (extra, run.stderr)
+        answers.append(json.loads(run.stdout))
+    assert all(set(a["probabilities"]) == set(answers[0]["probabilities"]) for a in answers)
+    assert len({a["label"] for a in answers}) == 1
+
+
 # --- frequency streams: the state travels with the client, over either protocol ---------------
 
 STREAM_SIGNAL = synthetic_signal(1500, seed=4)

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from handlers import registry
 from tests.support.checkout import ShellError
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,9 @@ def test_torchserve_start_as_written_serves_both_models_and_stop_stops_it(shell,
 
 def test_torchserve_start_from_another_folder_uses_the_checkout(shell, checkout):
     shell.run("source .venv/bin/activate && cd ~ && torchserve --start", "start from $HOME")
-    shell.run(f"cd {checkout} && python -m deploy.wait_ready --timeout 180 sentiment frequency")
+    shell.run(
+        f"cd {checkout} && python -m deploy.wait_ready --timeout 180 {' '.join(registry.names())}"
+    )
     assert (checkout / "key_file.json").exists()
     assert (checkout / "logs" / "ts_log.log").exists()
     shell.run("torchserve --stop")
@@ -65,7 +68,7 @@ def test_torchserve_start_from_another_folder_uses_the_checkout(shell, checkout)
 
 def test_make_serve_through_a_pipe_returns_once_models_are_ready(shell, checkout):
     out = shell.run("make serve | tee serve.log", "make serve | tee serve.log", 240)
-    assert "ready: sentiment, frequency at http://127.0.0.1:8080" in out
+    assert f"ready: {', '.join(registry.names())} at http://127.0.0.1:8080" in out
     # The server's own output went to logs/, not to the pipe.
     assert "ready:" in (checkout / "serve.log").read_text()
     assert "Torchserve version" in (checkout / "logs" / "torchserve.out").read_text()

@@ -10,6 +10,7 @@ import pytest
 from bench.cpu import CpuMeter
 from bench.metrics import breakdown, parse
 from bench.report import markdown_table, plot, summary
+from handlers.registry import get, names
 
 
 def _level(c, rps, proto="rest"):
@@ -230,3 +231,24 @@ def test_replicas_time_one_bare_model_per_worker_and_add_them_up(frequency_artif
     assert len(both["rps_each"]) == 2 and min(both["rps_each"]) > 0
     assert both["rps"] == pytest.approx(sum(both["rps_each"]))
     assert all(not p.is_alive() for p in two.procs)
+
+
+@pytest.mark.parametrize("model", names())
+def test_every_registered_model_benches_in_process_through_its_own_hooks(model, request):
+    """bench names no model: each one's handlers/<model>/bench.py gives the bare runtime's feeds,
+    and its optional `stages` / handler-path timing run through the registry."""
+    from bench.__main__ import bench_payloads, model_bodies
+    from bench.inprocess import InProcess, bench_hook, handler_throughput, stage_times
+
+    if bench_hook(model, "batches") is None:
+        pytest.skip(f"{model} has no bench.py batches(): bench skips it")
+    artifacts = request.getfixturevalue(f"{model}_artifacts")
+    payloads = bench_payloads(model, 4, {"signal_samples": 200})
+    bare = InProcess(model, artifacts, "onnx", payloads).time(0.2)
+    assert bare["requests"] >= len(payloads) and bare["rps"] > 0
+    stages = stage_times(model, artifacts, "onnx", payloads, min_seconds=0.1)
+    assert (stages is None) == (bench_hook(model, "stages") is None)
+    if stages is None and get(model).hook("BENCH_BODIES"):
+        for body in model_bodies(model, ["json", "float32"]):
+            h = handler_throughput(model, artifacts, "onnx", payloads, body, 0.2)
+            assert h["requests"] >= len(payloads) and h["rps"] > 0

@@ -1,0 +1,67 @@
+"""This model's parts of `python -m bench` (bench/inprocess.py): its bare-runtime feeds and its
+inference stage taken apart. Imports the runtime stack: only bench loads it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def _predictor(artifacts: Path, runtime: str, handler: dict):
+    from handlers.sentiment.predict import SentimentPredictor
+
+    return SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
+
+
+def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
+    """The bare runtime call and its inputs, `batch` texts at a time, tokenized beforehand."""
+    predictor = _predictor(artifacts, runtime, handler)
+    ids_name, mask_name = predictor.settings.input_names[:2]
+    texts = [p["text"] for p in payloads]
+    feeds = []
+    for i in range(0, len(texts), batch):
+        enc = predictor.encoder.encode(texts[i : i + batch])
+        feeds.append(
+            ({ids_name: enc.input_ids, mask_name: enc.attention_mask}, len(texts[i : i + batch]))
+        )
+    return predictor.runtime.run, feeds
+
+
+def stages(
+    artifacts: Path,
+    runtime: str,
+    handler: dict,
+    payloads: list[dict],
+    batch: int,
+    min_seconds: float = 2.0,
+) -> dict:
+    """The handler's inference stage taken apart in-process, ms per request at the serving batch:
+    tokenization, the runtime call, the MC-dropout head (calibrated probabilities and spread) and
+    the JSON of the answers. What the served breakdown cannot see inside a worker."""
+    p = _predictor(artifacts, runtime, handler)
+    ids_name, mask_name = p.settings.input_names[:2]
+    texts = [x["text"] for x in payloads]
+    groups = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    answer = p.predict(texts[:1])[0]  # the JSON cost is per answer, whatever its text
+    totals = dict.fromkeys(("tokenize", "runtime", "head", "json"), 0.0)
+    done, start = 0, time.perf_counter()
+    while True:
+        for group in groups:
+            t0 = time.perf_counter()
+            enc = p.encoder.encode(group)
+            t1 = time.perf_counter()
+            out = p.runtime.run({ids_name: enc.input_ids, mask_name: enc.attention_mask})
+            t2 = time.perf_counter()
+            features = out[p.settings.output_names[1]]
+            p.uncertainty(features)
+            t3 = time.perf_counter()
+            for _ in group:
+                json.dumps(answer)
+            t4 = time.perf_counter()
+            for k, dt in zip(totals, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                totals[k] += dt
+            done += len(group)
+        if time.perf_counter() - start >= min_seconds:
+            break
+    return {k: round(v / done * 1e3, 3) for k, v in totals.items()} | {"requests": done}
