@@ -5,6 +5,7 @@ python -m clients predict digits --image a.png --image b.jpg          # a batch 
 python -m clients predict digits --image seven.png --upload           # the file itself as the body
 python -m clients predict digits --grid '[[0,0,5,13,9,1,0,0], ...]'   # 8x8 grey levels 0..16
 python -m clients predict digits --grid digit.json --protocol grpc    # the grid from a JSON file
+python -m clients explain digits --image seven.png --png why.png      # which pixels made it a 7
 """
 
 from __future__ import annotations
@@ -82,3 +83,27 @@ def predict(client, args: argparse.Namespace, payload: dict | str) -> dict | lis
         return decode_answer(response.content)
     # gRPC carries bytes as they are, and the server sniffs the format from the file's signature.
     return client.predict(args.model, data, version=args.version)
+
+
+def view(client, args: argparse.Namespace, payload, answer, path):
+    """`explain --png`: the (first) image beside its attribution heat map."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from handlers.digits.explain_view import render_png
+
+    if args.html:
+        raise ValueError("digits explanations are images: use --png")
+    first = answer[0] if isinstance(answer, list) else answer
+    h, w = first["shape"]
+    image = payload.get("image") if isinstance(payload, dict) else None
+    if image is None and isinstance(payload, dict):
+        image = payload["images"][0]
+    if isinstance(image, str):  # base64 of an image file
+        im = Image.open(io.BytesIO(base64.b64decode(image))).convert("L")
+        grey = np.asarray(im.resize((w, h)), dtype=np.float32) / 255.0
+    else:
+        grey = np.asarray(image, dtype=np.float32) / 16.0
+    return render_png(grey, first, path)
