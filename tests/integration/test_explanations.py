@@ -95,3 +95,26 @@ def test_the_command_line_writes_the_page(served, tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["target"] in ("negative", "positive")
     assert page.read_text().count('class="w"') == 4
+
+
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [
+        ("digits", ["--grid", json.dumps(registry.get("digits").example()["image"])]),
+        ("frequency", ["--synthetic", "300", "--frequencies", "1,3"]),
+    ],
+)
+def test_the_command_line_draws_images(served, tmp_path, model, options):
+    from PIL import Image
+
+    config = Path(served.workdir) / "config.properties"
+    png = tmp_path / "why.png"
+    out = subprocess.run(
+        [sys.executable, "-m", "clients", "explain", model, *options, "--png", str(png),
+         "--config", str(config)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    with Image.open(png) as im:
+        assert im.size[0] > 300 and im.size[1] > 200
