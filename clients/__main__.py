@@ -130,19 +130,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_stream(client, args: argparse.Namespace) -> None:
+def model_hook(model: str, name: str) -> Any:
+    """`name` from the model's cli module, or None (an unknown model, or no such hook)."""
     from handlers.registry import get
 
     try:
-        cli = get(args.model).module("cli")
+        cli = get(model).module("cli")
     except KeyError:
-        cli = None
-    if cli is None or not hasattr(cli, "stream"):
+        return None
+    return getattr(cli, name, None)
+
+
+def run_stream(client, args: argparse.Namespace) -> None:
+    stream_of = model_hook(args.model, "stream")
+    if stream_of is None:
         raise ValueError(f"{args.model} does not stream: streaming models are {stream_models()}")
     state = None
     if args.state_file and args.state_file.exists():
         state = args.state_file.read_text().strip() or None
-    stream = cli.stream(client, args, state)
+    stream = stream_of(client, args, state)
     source = args.input.open("rb") if args.input else sys.stdin.buffer
     try:
         for chunk in read_chunks(source, args.chunk, args.input_format):
@@ -157,19 +163,14 @@ def run_stream(client, args: argparse.Namespace) -> None:
 
 def run_explain(client, args: argparse.Namespace) -> Any:
     """The explanation, and its page or image where --html/--png asks (the model's cli `view`)."""
-    from handlers.registry import get
-
     payload = build_payload(args)
     answer = client.explain(args.model, payload, version=args.version)
     out = args.html or args.png
     if out is not None:
-        try:
-            cli = get(args.model).module("cli")
-        except KeyError:
-            cli = None
-        if cli is None or not hasattr(cli, "view"):
+        view = model_hook(args.model, "view")
+        if view is None:
             raise ValueError(f"{args.model} has no --html/--png view")
-        path = cli.view(client, args, payload, answer, out)
+        path = view(client, args, payload, answer, out)
         print(f"wrote {path}", file=sys.stderr)
     return answer
 

@@ -21,9 +21,9 @@ from training.common.calibration import (
     fit_temperature,
     reliability_bins,
 )
+from training.common.entry import train_and_report
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
-from training.common.parity import ParityError
 from training.common.plots import reliability_diagram
 from training.common.tracking import TrainingRun
 from training.common.trainer import TrainerOptions, add_trainer_args, trainer_options
@@ -172,18 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, arch=args.arch)
     if args.epochs:
         cfg = dataclasses.replace(cfg, epochs=args.epochs)
-    opts = trainer_options(args)
-    try:
-        if args.no_track:
-            manifest = run(args.out, cfg, not args.no_plots, opts)
-        else:
-            with TrainingRun("digits", asdict(cfg) | {"threads": args.threads}) as tracking:
-                manifest = run(args.out, cfg, not args.no_plots, opts, tracking)
-    except ParityError as e:
-        print(f"digits export failed the parity gate: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(manifest["metrics"], indent=2))
-    return 0
+    return train_and_report(
+        "digits", run, args.out, cfg, not args.no_plots, trainer_options(args),
+        track=not args.no_track, params={"threads": args.threads},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from handlers.frequency.settings import ExportGraph, FrequencyExport
+from training.common.entry import train_and_report
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
-from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
 from training.common.trainer import TrainerOptions, add_trainer_args, trainer_options
 from training.frequency.config import CONFIGS, TrainConfig
@@ -134,18 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, arch=args.arch)
     if args.steps:
         cfg = dataclasses.replace(cfg, steps=args.steps)
-    opts = trainer_options(args)
-    try:
-        if args.no_track:
-            manifest = run(args.out, cfg, not args.no_plots, opts)
-        else:
-            with TrainingRun("frequency", asdict(cfg) | {"threads": args.threads}) as tracking:
-                manifest = run(args.out, cfg, not args.no_plots, opts, tracking)
-    except ParityError as e:
-        print(f"frequency export failed the parity gate: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(manifest["metrics"], indent=2))
-    return 0
+    return train_and_report(
+        "frequency", run, args.out, cfg, not args.no_plots, trainer_options(args),
+        track=not args.no_track, params={"threads": args.threads},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
