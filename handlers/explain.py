@@ -12,6 +12,7 @@ by explanations for longer than one budget's worth, so predictions queued behind
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,6 +31,19 @@ class JsonExplanation:
     def reply(self) -> Reply:
         body = orjson.dumps(self.to_json(), option=orjson.OPT_SERIALIZE_NUMPY)
         return Reply(body, "application/json", {})
+
+
+@dataclass(frozen=True)
+class Explanations(JsonExplanation):
+    """The explanation of one request with one item or many: one explanation per item, in order,
+    a list for a many-item request ({"texts": [...]}, {"images": [...]})."""
+
+    explanations: tuple[Any, ...]
+    many: bool
+
+    def to_json(self) -> Any:
+        bodies = [e.to_json() for e in self.explanations]
+        return bodies if self.many else bodies[0]
 
 
 def bounded(

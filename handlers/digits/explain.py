@@ -132,15 +132,3 @@ class DigitsExplainer:
             evaluations=evaluations,
             model=dict(p.model_info),
         )
-
-
-@dataclass(frozen=True)
-class DigitsExplanations(JsonExplanation):
-    """The explanation of one request: one per image (a list for {"images": [...]})."""
-
-    explanations: tuple[DigitsExplanation, ...]
-    many: bool
-
-    def to_json(self) -> Any:
-        bodies = [e.to_json() for e in self.explanations]
-        return bodies if self.many else bodies[0]

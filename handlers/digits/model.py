@@ -17,7 +17,7 @@ from handlers.digits.codec import ImageRequest
 from handlers.digits.predict import DigitsAnswer, DigitsPredictor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import RequestError
-from handlers.explain import bounded
+from handlers.explain import Explanations, bounded
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,6 @@ class DigitsModel:
     def explain(self, parsed: list[ImageRequest | RequestError]) -> list[Any]:
         """A map over the model's input pixels per image (handlers/digits/explain.py), within the
         per-request and per-batch explanation budgets (handlers/explain.py)."""
-        from handlers.digits.explain import DigitsExplanations
-
         s = self.settings.serving
         costs = [
             len(r.images) * self.explainer.cost() if isinstance(r, ImageRequest) else None
@@ -78,7 +76,7 @@ class DigitsModel:
             parsed, costs, s.max_explain_passes, s.max_batch_explain_passes, "image-passes"
         )
         return [
-            DigitsExplanations(tuple(self.explainer.explain(g) for g in r.images), r.many)
+            Explanations(tuple(self.explainer.explain(g) for g in r.images), r.many)
             if isinstance(r, ImageRequest)
             else r
             for r in admitted

@@ -14,7 +14,7 @@ from typing import Any
 from handlers.budget import within_budget
 from handlers.codec import Reply, decode_request
 from handlers.errors import RequestError
-from handlers.explain import JsonExplanation, bounded
+from handlers.explain import Explanations, bounded
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
 from handlers.sentiment.settings import SentimentSettings
@@ -40,18 +40,6 @@ class Classification:
 
     def reply(self) -> Reply:
         return Reply(self.to_json(), "application/json", {})
-
-
-@dataclass(frozen=True)
-class Explanations(JsonExplanation):
-    """The explanation of one request: one per text, in order (a list for {"texts": [...]})."""
-
-    explanations: tuple[Any, ...]
-    many: bool
-
-    def to_json(self) -> Any:
-        bodies = [e.to_json() for e in self.explanations]
-        return bodies if self.many else bodies[0]
 
 
 class SentimentModel:
