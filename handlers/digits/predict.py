@@ -113,7 +113,10 @@ class DigitsPredictor(Predictor[DigitsSettings]):
     def _self_check(self) -> None:
         """A manifest that does not describe its graph (shape, layout, classes) fails the load."""
         native = self.settings.export.native_size
-        probe = [np.zeros(native, np.float32), np.linspace(0, 1, native[0] * native[1]).reshape(native)]
+        probe = [
+            np.zeros(native, np.float32),
+            np.linspace(0, 1, native[0] * native[1]).reshape(native),
+        ]
         try:
             logits, features = self._forward(probe)
         except Exception as e:

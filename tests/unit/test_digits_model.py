@@ -276,7 +276,11 @@ def test_uncertainty_is_the_same_alone_and_in_any_batch(artifacts, test_split):
     image = test_split.greys[7]
     others = list(test_split.greys[20:27])
     alone = predictor.classify([image])[0]
-    for batch, at in (([image, *others], 0), ([*others, image], 7), ([*others[:3], image, *others[3:]], 3)):
+    for batch, at in (
+        ([image, *others], 0),
+        ([*others, image], 7),
+        ([*others[:3], image, *others[3:]], 3),
+    ):
         got = predictor.classify(batch)[at]
         assert got.label == alone.label
         for key, value in alone.uncertainty().items():

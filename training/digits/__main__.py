@@ -58,7 +58,9 @@ def evaluate(model, splits, export, temperature: float) -> tuple[dict, dict]:
     masks = head.masks(serving.mc_samples, serving.seed)
 
     def uncertainty(greys: np.ndarray):
-        return classify_with_uncertainty(outputs_of(model, greys, export)[1], head, masks, temperature)
+        return classify_with_uncertainty(
+            outputs_of(model, greys, export)[1], head, masks, temperature
+        )
 
     for name, split in splits.items():
         logits = logits_of(model, split.greys, export)
