@@ -5,6 +5,10 @@ The network is whatever the export is: the graph's input name, shape, layout, ch
 normalisation and classes come from the manifest (settings.py), so a ResNet-shaped export at another
 input size serves through this class unchanged. Every image of a batch goes through one runtime
 call; the batch's work is bounded in images (handlers/budget.py).
+
+Uncertainty as sentiment's: the graph answers (logits, features); the export's dropout → linear
+head (head.npz) is sampled over the features with dropout masks drawn once at load (mc_samples,
+seed), so an image's entropy, mutual information and std do not depend on its batch neighbours.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from handlers.digits.settings import DigitsSettings, parse_settings
 from handlers.errors import ArchiveError, RequestError
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, load_runtime
+from handlers.uncertainty import MLPHead, classify_with_uncertainty
+
+UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
+"""The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,20 @@ class Classification:
     """Calibrated softmax(logits / T), keyed by label."""
     entropy: float
     """Entropy of `probabilities` (nats): 0 when sure, log(classes) when it cannot tell."""
+    mutual_information: float = 0.0
+    """BALD over the MC-dropout samples of the head (nats): how much the thinned heads disagree."""
+    std: float = 0.0
+    """Standard deviation over the samples of the predicted label's probability."""
+    samples: int = 0
+    """MC-dropout samples behind mutual_information and std."""
+
+    def uncertainty(self) -> dict[str, float | int]:
+        return {
+            "entropy": self.entropy,
+            "mutual_information": self.mutual_information,
+            "std": self.std,
+            "samples": self.samples,
+        }
 
 
 @dataclass(frozen=True)
@@ -71,17 +93,32 @@ class DigitsPredictor(Predictor[DigitsSettings]):
             settings.runtime,
             model_dir,
             (export.input_name,),
-            (export.output_name,),
+            (export.output_name, export.features_name),
             device,
             settings.threads,
         )
+        head_path = Path(model_dir) / export.head
+        if not head_path.is_file():
+            raise ArchiveError(f"the archive has no {export.head} (the uncertainty head)")
+        self.head = MLPHead.load(head_path)
+        if self.head.weights[-1].shape[0] != len(export.classes):
+            raise ArchiveError(
+                f"{export.head} has {self.head.weights[-1].shape[0]} outputs for "
+                f"{len(export.classes)} classes"
+            )
+        # Drawn once: every image sees the same thinned heads, whatever it is batched with.
+        self.masks = self.head.masks(settings.mc_samples, settings.seed)
         self._self_check()
 
     def _self_check(self) -> None:
         """A manifest that does not describe its graph (shape, layout, classes) fails the load."""
-        blank = [np.zeros(self.settings.export.native_size, np.float32)] * 2
+        native = self.settings.export.native_size
+        probe = [
+            np.zeros(native, np.float32),
+            np.linspace(0, 1, native[0] * native[1]).reshape(native),
+        ]
         try:
-            logits = self._logits(blank)
+            logits, features = self._forward(probe)
         except Exception as e:
             raise ArchiveError(f"the graph does not take the manifest's input: {e}") from e
         classes = len(self.settings.export.classes)
@@ -89,11 +126,21 @@ class DigitsPredictor(Predictor[DigitsSettings]):
             raise ArchiveError(
                 f"the graph answers {logits.shape} for 2 images, not (2, {classes}) finite logits"
             )
+        # A head.npz that does not belong to this export would give plausible-looking nonsense.
+        try:
+            diff = float(np.max(np.abs(self.head.forward(features) - logits)))
+        except ValueError as e:
+            raise ArchiveError(f"the head does not take the graph's features: {e}") from e
+        if not diff <= self.settings.self_check_atol:
+            raise ArchiveError(
+                f"{self.settings.export.head} does not reproduce the graph's logits "
+                f"(max |diff| {diff:.3g})"
+            )
 
-    def _logits(self, greys: list[np.ndarray]) -> np.ndarray:
+    def _forward(self, greys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         export = self.settings.export
         out = self.runtime.run({export.input_name: model_batch(greys, export)})
-        return out[export.output_name]
+        return out[export.output_name], out[export.features_name]
 
     # The request's side.
     def decode(self, row: dict, headers: dict) -> ImageRequest:
@@ -104,15 +151,18 @@ class DigitsPredictor(Predictor[DigitsSettings]):
         if not greys:
             return []
         export = self.settings.export
-        probs = softmax(self._logits(greys), export.temperature)
-        entropy = -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=-1)
+        _, features = self._forward(greys)
+        u = classify_with_uncertainty(features, self.head, self.masks, export.temperature)
         return [
             Classification(
                 export.classes[int(np.argmax(p))],
                 {label: float(v) for label, v in zip(export.classes, p, strict=True)},
-                float(h),
+                float(u.entropy[i]),
+                float(u.mutual_information[i]),
+                float(u.std[i]),
+                u.samples,
             )
-            for p, h in zip(probs, entropy, strict=True)
+            for i, p in enumerate(u.probabilities)
         ]
 
     def predict(self, parsed: list[Any]) -> list[DigitsAnswer | RequestError]:
@@ -135,7 +185,7 @@ class DigitsPredictor(Predictor[DigitsSettings]):
             {
                 "label": c.label,
                 "probabilities": c.probabilities,
-                "uncertainty": {"entropy": c.entropy},
+                "uncertainty": c.uncertainty(),
                 "model": dict(self.model_info),
             }
             for c in answer.predictions
@@ -147,7 +197,9 @@ class DigitsPredictor(Predictor[DigitsSettings]):
 
     @staticmethod
     def report(answers: list[DigitsAnswer], telemetry: Any) -> None:
-        """Predicted labels and each answer's entropy, for the operator (handlers/telemetry.py)."""
+        """Predicted labels and each answer's uncertainty scores, for the operator
+        (handlers/telemetry.py)."""
         predictions = [c for a in answers for c in a.predictions]
         telemetry.predictions(c.label for c in predictions)
-        telemetry.uncertainty("entropy", [c.entropy for c in predictions])
+        for measure in UNCERTAINTY_SCORES:
+            telemetry.uncertainty(measure, [getattr(c, measure) for c in predictions])

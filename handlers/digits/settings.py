@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from handlers.errors import ArchiveError
 from handlers.manifest import (
@@ -23,7 +25,7 @@ from handlers.manifest import (
     require,
     text,
 )
-from handlers.settings import PositiveInt, ServingSettings
+from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
 
 LAYOUTS = ("NCHW", "NHWC")
 CHANNELS = (1, 3)
@@ -68,6 +70,11 @@ class DigitsExport:
     """Calibration temperature fitted on the validation split: softmax(logits / T)."""
     arch: str = "unknown"
     """The network's name, for the answer's model block and logs only (never branched on)."""
+    features_name: str = "features"
+    """The graph's second output, (batch, D): what the head (`head`) takes."""
+    head: str = "head.npz"
+    """The dropout → linear head over `features_name` (handlers/uncertainty.py's MLPHead format),
+    relative to the artifact directory: sampled with fixed dropout masks for MC-dropout uncertainty."""
 
     def to_block(self) -> dict[str, Any]:
         return {
@@ -82,6 +89,8 @@ class DigitsExport:
             "std": list(self.std),
             "temperature": self.temperature,
             "arch": self.arch,
+            "features_name": self.features_name,
+            "head": self.head,
         }
 
     @classmethod
@@ -125,6 +134,10 @@ class DigitsExport:
             std=std,
             temperature=temperature,
             arch=text(block.get("arch", cls.arch), "manifest arch"),
+            features_name=text(
+                block.get("features_name", cls.features_name), "manifest features_name"
+            ),
+            head=text(block.get("head", cls.head), "manifest head"),
         )
 
 
@@ -146,6 +159,13 @@ class DigitsServing(ServingSettings):
     """Images per request ({"images": [...]})."""
     max_batch_images: PositiveInt = 256
     """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+    mc_samples: PositiveInt = 16
+    """MC-dropout samples of the head (dropout → linear over the graph's features): the masks are
+    drawn once at load, so an image's answer does not depend on its batch neighbours."""
+    seed: NonNegativeInt = 0
+    """Seed of the dropout masks, drawn once at load."""
+    self_check_atol: Annotated[float, Field(gt=0)] = 1e-3
+    """At load, the head over the graph's features must reproduce the graph's logits within this."""
     explain_method: Literal["ablation", "shapley"] = "ablation"
     """Captum method of /explanations: leave-one-pixel-out (the default: on the 297 held-out images
     its top pixels matter more than Shapley sampling's, at 65 passes instead of 513) or Shapley
@@ -184,6 +204,12 @@ class DigitsSettings:
     """The artifact version, reported in every answer."""
     threads: int | None = None
     """Intra-op threads of the runtime (None: library default)."""
+    mc_samples: int = 16
+    """MC-dropout samples of the head."""
+    seed: int = 0
+    """Seed of the dropout masks, drawn once at load."""
+    self_check_atol: float = 1e-3
+    """At load, the head over the graph's features must reproduce the graph's logits within this."""
     serving: DigitsServing = field(default_factory=DigitsServing)
     """All the model-config's knobs as given (the explanation settings are read from here)."""
 
@@ -202,6 +228,9 @@ def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
         max_batch_images=serving.max_batch_images,
         version=manifest_version(manifest),
         threads=serving.threads,
+        mc_samples=serving.mc_samples,
+        seed=serving.seed,
+        self_check_atol=serving.self_check_atol,
         serving=serving,
     )
     if settings.max_grid_side < max(export.native_size):

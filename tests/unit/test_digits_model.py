@@ -31,7 +31,7 @@ from training.digits import export as digits_export
 from training.digits.config import CONFIGS
 from training.digits.data import load_splits
 from training.digits.model import build_model
-from training.digits.train import export_block, logits_of
+from training.digits.train import export_block, outputs_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"runtime": "onnx", "threads": 1, "max_batch_images": 40}
@@ -86,15 +86,28 @@ def grid_of(grey: np.ndarray) -> list[list[float]]:
 def test_training_writes_a_checked_export_with_its_handler_block(artifacts):
     manifest = read_manifest(artifacts)
     assert manifest["model"] == "digits"
-    assert set(manifest["files"]) == {"model.pt", "model.onnx"}
+    assert set(manifest["files"]) == {"model.pt", "model.onnx", "head.npz"}
     export = DigitsExport.from_block(manifest["handler"])
     assert export.to_block() == manifest["handler"]  # one definition both ways
     assert export.input_shape == {"cnn": (1, 8, 8), "resnet": (3, 16, 16)}[export.arch]
     assert export.temperature > 0 and export.classes == tuple("0123456789")
+    assert (export.output_name, export.features_name, export.head) == (
+        "logits",
+        "features",
+        "head.npz",
+    )
     parity = json.loads((artifacts / "parity.json").read_text())
     assert parity["passed"] and max(parity["max_abs_diff"].values()) <= digits_export.ATOL
+    assert {"onnx", "torchscript", "mlp_head"} <= set(parity["max_abs_diff"])
     metrics = json.loads((artifacts / "metrics.json").read_text())
     assert metrics["test"]["images"] == 297 and 0 <= metrics["test"]["accuracy"] <= 1
+    u = metrics["uncertainty"]
+    assert set(u["non_digits"]) == {"blank", "solid", "noise", "letters"}
+    assert u["outlier_exposure"]["held_out_kinds"] == ["letters"]
+    assert "letters" not in u["outlier_exposure"]["trained_kinds"]
+    for measure in ("entropy", "mutual_information"):
+        assert 0 <= u[f"auroc_non_digits_vs_test_{measure}"] <= 1
+        assert all(measure in row for row in u["non_digits"].values())
 
 
 def test_parity_gate_refuses_exports_that_differ_from_eager(tmp_path, test_split):
@@ -106,13 +119,14 @@ def test_parity_gate_refuses_exports_that_differ_from_eager(tmp_path, test_split
     # The saved exports held against other weights: the gate names each runtime that differs.
     other = build_model("cnn", 1, 10, 4, 0.0).eval()
     runtimes = {
-        kind: load_runtime(kind, tmp_path, ("image",), ("logits",)).run
+        kind: load_runtime(kind, tmp_path, ("image",), ("logits", "features")).run
         for kind in ("onnx", "torchscript")
     }
     case = ParityCase("digits", {"image": model_batch(test_split.greys[:3], export)})
 
     def eager(inputs):
-        return {"logits": logits_of(other, test_split.greys[:3], export)}
+        logits, features = outputs_of(other, test_split.greys[:3], export)
+        return {"logits": logits, "features": features}
 
     with pytest.raises(ParityError, match="onnx at digits.*torchscript at digits"):
         check_parity(eager, runtimes, [case], digits_export.ATOL)
@@ -138,9 +152,13 @@ def test_predictor_answers_match_the_eager_model_and_batching(artifacts, test_sp
         np.testing.assert_allclose(
             list(a.probabilities.values()), list(b.probabilities.values()), atol=1e-5
         )
+        # the masks are fixed at load: an image's MC-dropout spread does not depend on its batch
+        for key, value in a.uncertainty().items():
+            assert value == pytest.approx(b.uncertainty()[key], abs=1e-5), key
     for c in together:
         assert set(c.probabilities) == set("0123456789")
         assert abs(sum(c.probabilities.values()) - 1) < 1e-6 and c.entropy >= 0
+        assert c.mutual_information >= 0 and c.std >= 0 and c.samples == 16
     assert predictor.model_info["arch"] == predictor.settings.export.arch
 
 
@@ -165,6 +183,8 @@ def test_handler_answers_json_grids_and_pngs_alike(artifacts, test_split):
     (s1, by_grid, h1), (s2, by_png, _) = results
     assert s1 == s2 == 200 and h1["content-type"] == JSON
     assert set(by_grid) == {"label", "probabilities", "uncertainty", "model"}
+    assert set(by_grid["uncertainty"]) == {"entropy", "mutual_information", "std", "samples"}
+    assert by_grid["uncertainty"]["samples"] == 16
     assert by_grid["label"] == by_png["label"]
     np.testing.assert_allclose(
         list(by_grid["probabilities"].values()), list(by_png["probabilities"].values()), atol=0.02
@@ -199,7 +219,7 @@ def test_bad_images_never_fail_their_batch_neighbours(digits_artifacts, test_spl
 
 
 def test_a_manifest_that_misdescribes_its_graph_fails_the_load(digits_artifacts, tmp_path):
-    for name in ("model.onnx", "model.pt"):
+    for name in ("model.onnx", "model.pt", "head.npz"):
         (tmp_path / name).write_bytes((digits_artifacts / name).read_bytes())
     manifest = read_manifest(digits_artifacts)
     manifest["handler"] = manifest["handler"] | {
@@ -246,4 +266,42 @@ def test_report_counts_labels_and_entropy(digits_artifacts, test_split):
     answers = predictor.predict([ImageRequest(tuple(test_split.greys[:3]), many=True)])
     recorder = Recorder()
     predictor.report(answers, Telemetry(recorder, "digits"))
-    assert recorder.names.count(UNCERTAINTY) == 3 and PREDICTIONS in recorder.names
+    # entropy, mutual information and std for each of the 3 images
+    assert recorder.names.count(UNCERTAINTY) == 9 and PREDICTIONS in recorder.names
+
+
+def test_uncertainty_is_the_same_alone_and_in_any_batch(artifacts, test_split):
+    """Same image alone, first, last and in the middle of batches: identical answers."""
+    predictor = DigitsPredictor.from_dir(artifacts, CONFIG)
+    image = test_split.greys[7]
+    others = list(test_split.greys[20:27])
+    alone = predictor.classify([image])[0]
+    for batch, at in (
+        ([image, *others], 0),
+        ([*others, image], 7),
+        ([*others[:3], image, *others[3:]], 3),
+    ):
+        got = predictor.classify(batch)[at]
+        assert got.label == alone.label
+        for key, value in alone.uncertainty().items():
+            assert got.uncertainty()[key] == pytest.approx(value, abs=1e-5), key
+    # and the settings choose the masks: another seed, another sample count
+    other = DigitsPredictor.from_dir(artifacts, CONFIG | {"mc_samples": 4, "seed": 3})
+    assert other.classify([image])[0].samples == 4
+
+
+def test_a_head_that_is_not_the_graphs_fails_the_load(artifacts, tmp_path):
+    from handlers.uncertainty import MLPHead
+
+    for p in artifacts.iterdir():
+        if p.is_file():
+            (tmp_path / p.name).write_bytes(p.read_bytes())
+    head = MLPHead.load(artifacts / "head.npz")
+    MLPHead(tuple(w * 2 for w in head.weights), head.biases, head.activations, head.dropout).save(
+        tmp_path / "head.npz"
+    )
+    with pytest.raises(ArchiveError, match="head.npz"):
+        DigitsPredictor.from_dir(tmp_path, CONFIG)
+    (tmp_path / "head.npz").unlink()
+    with pytest.raises(ArchiveError, match="head.npz"):
+        DigitsPredictor.from_dir(tmp_path, CONFIG)

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 
 from handlers.digits.predict import softmax
+from handlers.digits.settings import DigitsServing
+from handlers.uncertainty import classify_with_uncertainty
 from training.common.calibration import (
     auroc,
     expected_calibration_error,
@@ -30,23 +32,36 @@ from training.common.trainer import TrainerOptions, add_trainer_args, trainer_op
 from training.digits.config import CONFIGS, TrainConfig
 from training.digits.data import load_splits
 from training.digits.export import FILES, export_all
-from training.digits.model import ARCHS
+from training.digits.model import ARCHS, mlp_head
+from training.digits.outliers import TRAIN_KINDS
 from training.digits.plots import confusion, plot_confusion, plot_samples
-from training.digits.probes import non_digits
-from training.digits.train import export_block, logits_of, train
+from training.digits.probes import HELD_OUT_KINDS, non_digits
+from training.digits.train import export_block, logits_of, outputs_of, train
 
 PLOTS = ("test_confusion.png", "test_samples.png", "reliability.png")
 
 
-def entropy(probs: np.ndarray) -> np.ndarray:
-    return -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=-1)
+def _auroc(id_scores: np.ndarray, ood_scores: np.ndarray) -> float:
+    scores = np.concatenate([id_scores, ood_scores])
+    is_ood = np.r_[np.zeros(len(id_scores), bool), np.ones(len(ood_scores), bool)]
+    return round(auroc(scores, is_ood), 4)
 
 
 def evaluate(model, splits, export, temperature: float) -> tuple[dict, dict]:
-    """Accuracy and calibration on each split, and the entropy on digits vs non-digits; also the
-    test split's arrays for the plots."""
+    """Accuracy and calibration on each split, and the MC-dropout uncertainty (the handler's: the
+    head of head.npz over the features with its default fixed masks) on held-out digits vs
+    non-digit kinds; also the test split's arrays for the plots."""
     metrics: dict = {}
     arrays: dict = {}
+    serving = DigitsServing()
+    head = mlp_head(model)
+    masks = head.masks(serving.mc_samples, serving.seed)
+
+    def uncertainty(greys: np.ndarray):
+        return classify_with_uncertainty(
+            outputs_of(model, greys, export)[1], head, masks, temperature
+        )
+
     for name, split in splits.items():
         logits = logits_of(model, split.greys, export)
         raw, calibrated = softmax(logits), softmax(logits, temperature)
@@ -58,24 +73,33 @@ def evaluate(model, splits, export, temperature: float) -> tuple[dict, dict]:
             "ece_after": round(expected_calibration_error(calibrated, split.labels), 4),
         }
         arrays[name] = (calibrated, predicted)
-    test_probs, test_pred = arrays["test"]
-    test_h = entropy(test_probs)
-    wrong = test_pred != splits["test"].labels
-    ood = {
-        k: entropy(softmax(logits_of(model, g, export), temperature))
-        for k, g in non_digits().items()
+    test = uncertainty(splits["test"].greys)
+    wrong = arrays["test"][1] != splits["test"].labels
+    ood = {k: uncertainty(g) for k, g in non_digits().items()}
+    block: dict = {
+        "measures": "entropy of the calibrated probabilities and BALD mutual information over "
+        f"{serving.mc_samples} fixed MC-dropout masks of the head (seed {serving.seed}), nats",
+        "outlier_exposure": {
+            "weight": None,  # filled in by run(), which knows the config
+            "trained_kinds": list(TRAIN_KINDS),
+            "held_out_kinds": [k for k in ood if k in HELD_OUT_KINDS],
+        },
+        "test_digits": {"images": len(wrong)},
+        "non_digits": {},
     }
-    all_ood = np.concatenate(list(ood.values()))
-    metrics["uncertainty"] = {
-        "measure": "entropy of the calibrated probabilities (nats)",
-        "mean_test_digits": round(float(test_h.mean()), 4),
-        "mean_non_digits": {k: round(float(v.mean()), 4) for k, v in ood.items()},
-        "auroc_non_digits_vs_test": round(
-            auroc(np.concatenate([test_h, all_ood]),
-                  np.concatenate([np.zeros(len(test_h)), np.ones(len(all_ood))]).astype(bool)), 4
-        ),  # fmt: skip
-        "auroc_errors_vs_correct": round(auroc(test_h, wrong), 4) if 0 < wrong.sum() < len(wrong) else None,
-    }  # fmt: skip
+    for measure in ("entropy", "mutual_information"):
+        t = getattr(test, measure)
+        block["test_digits"][measure] = round(float(t.mean()), 4)
+        for k, u in ood.items():
+            row = block["non_digits"].setdefault(k, {"images": len(u.entropy)})
+            row[measure] = round(float(getattr(u, measure).mean()), 4)
+            row[f"auroc_{measure}"] = _auroc(t, getattr(u, measure))
+        all_ood = np.concatenate([getattr(u, measure) for u in ood.values()])
+        block[f"auroc_non_digits_vs_test_{measure}"] = _auroc(t, all_ood)
+        block[f"auroc_errors_vs_correct_{measure}"] = (
+            round(auroc(t, wrong), 4) if 0 < wrong.sum() < len(wrong) else None
+        )
+    metrics["uncertainty"] = block
     return metrics, arrays
 
 
@@ -105,6 +129,7 @@ def run(
     temperature = round(fit_temperature(logits_of(model, val.greys, export), val.labels), 4)
     export = dataclasses.replace(export, temperature=temperature)
     evaluation, arrays = evaluate(model, splits, export, temperature)
+    evaluation["uncertainty"]["outlier_exposure"]["weight"] = cfg.outlier_weight
     metrics = {
         "config": asdict(cfg),
         "input_shape": list(cfg.input_shape),
@@ -139,10 +164,16 @@ def run(
         "val_accuracy": evaluation["val"]["accuracy"],
         "ece_test": {k: evaluation["test"][k] for k in ("ece_before", "ece_after")},
         "temperature": temperature,
-        "entropy": {
-            "test_digits": evaluation["uncertainty"]["mean_test_digits"],
-            "non_digits": evaluation["uncertainty"]["mean_non_digits"],
-            "auroc_non_digits": evaluation["uncertainty"]["auroc_non_digits_vs_test"],
+        "uncertainty": {
+            "test_digits": evaluation["uncertainty"]["test_digits"],
+            "non_digits": evaluation["uncertainty"]["non_digits"],
+            "auroc_non_digits_entropy": evaluation["uncertainty"][
+                "auroc_non_digits_vs_test_entropy"
+            ],
+            "auroc_non_digits_mutual_information": evaluation["uncertainty"][
+                "auroc_non_digits_vs_test_mutual_information"
+            ],
+            "held_out_kinds": evaluation["uncertainty"]["outlier_exposure"]["held_out_kinds"],
         },
     }
     manifest = write_manifest(
@@ -159,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", choices=sorted(CONFIGS), default="default")
     p.add_argument("--arch", choices=ARCHS, help="default: the config's (cnn)")
     p.add_argument("--epochs", type=int, help="override the config's epochs")
+    p.add_argument(
+        "--outlier-weight", type=float, help="override outlier exposure's weight (0: off)"
+    )
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
     add_trainer_args(p)
@@ -172,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, arch=args.arch)
     if args.epochs:
         cfg = dataclasses.replace(cfg, epochs=args.epochs)
+    if args.outlier_weight is not None:
+        cfg = dataclasses.replace(cfg, outlier_weight=args.outlier_weight)
     return train_and_report(
         "digits", run, args.out, cfg, not args.no_plots, trainer_options(args),
         track=not args.no_track, params={"threads": args.threads},

@@ -38,6 +38,13 @@ class TrainConfig:
     """The last images of the training part: early stopping's and the temperature's split."""
     patience: int = 8
     """Epochs without a better validation loss before training stops early."""
+    outlier_weight: float = 0.5
+    """Outlier exposure: weight of the cross-entropy to the uniform distribution on synthetic
+    non-digit images (training/digits/outliers.py) added to every batch; 0 turns it off."""
+    outlier_fraction: float = 0.5
+    """Synthetic non-digits per batch, as a fraction of the batch's digits."""
+    outlier_images: int = 4000
+    """Size of the bank of synthetic non-digits drawn once (seeded) before training."""
     torch_seed: int = 0
     """Weights, dropout, shuffling and augmentation."""
 
@@ -50,5 +57,5 @@ class TrainConfig:
 
 CONFIGS = {
     "default": TrainConfig(),
-    "tiny": TrainConfig(width=8, epochs=2, batch_size=128, patience=2),
+    "tiny": TrainConfig(width=8, epochs=2, batch_size=128, patience=2, outlier_images=500),
 }

@@ -1,15 +1,21 @@
 """The two architectures one training code exports: a small CNN and a tiny ResNet. Both take an
-NCHW batch of any (channels, side) and return logits (batch, classes): the handler is told the
-shape by the manifest, never by the code."""
+NCHW batch of any (channels, side) and return (logits (batch, classes), features (batch, D)): the
+pooled features feed the dropout → linear head, which the handler samples for MC-dropout
+uncertainty from head.npz (handlers/uncertainty.py). The handler is told the shapes and names by the
+manifest, never by the code."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
+
+from handlers.uncertainty import MLPHead
 
 ARCHS = ("cnn", "resnet")
 INPUT_NAME = "image"
 OUTPUT_NAME = "logits"
+FEATURES_NAME = "features"
 
 
 def conv_bn(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
@@ -37,8 +43,9 @@ class DigitsCNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(2 * width, classes)
 
-    def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(self.features(image)))
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.features(image)
+        return self.out(self.dropout(features)), features
 
 
 class BasicBlock(nn.Module):
@@ -78,8 +85,20 @@ class TinyResNet(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(2 * width, classes)
 
-    def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(self.features(image)))
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.features(image)
+        return self.out(self.dropout(features)), features
+
+
+def mlp_head(model: nn.Module) -> MLPHead:
+    """The model's dropout → linear head as numpy arrays (head.npz) for handlers.uncertainty."""
+    out, dropout = model.out, model.dropout
+    return MLPHead(
+        weights=(out.weight.detach().cpu().numpy().astype(np.float32),),
+        biases=(out.bias.detach().cpu().numpy().astype(np.float32),),
+        activations=("none",),
+        dropout=float(dropout.p),
+    )
 
 
 def build_model(arch: str, channels: int, classes: int, width: int, dropout: float) -> nn.Module:

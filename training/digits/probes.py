@@ -1,5 +1,7 @@
 """Images that are not digits, for the uncertainty check: blank, solid, noise and letters drawn
-with Pillow's own font. An answer's entropy should be higher on these than on real digits."""
+with Pillow's own font. An answer's entropy and mutual information should be higher on these than
+on real digits. Letters are the held-out kind: outlier exposure (training/digits/outliers.py)
+trains on noise, blank, solid, strokes and blobs, never on letters."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 LETTERS = "AEHKMNRWXZ"
+HELD_OUT_KINDS = ("letters",)
+"""Kinds of non_digits() that no training batch ever contains."""
 
 
 def letter(char: str, side: int = 32) -> np.ndarray:

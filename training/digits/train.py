@@ -21,7 +21,8 @@ from handlers.digits.settings import DigitsExport
 from training.common.trainer import TrainerOptions, build_trainer, checkpoint_path
 from training.digits.config import TrainConfig
 from training.digits.data import CLASSES, NATIVE_SIZE, PIXEL_MAX, Split
-from training.digits.model import INPUT_NAME, OUTPUT_NAME, build_model
+from training.digits.model import FEATURES_NAME, INPUT_NAME, OUTPUT_NAME, build_model
+from training.digits.outliers import synthetic_non_digits
 
 
 def export_block(cfg: TrainConfig, train: Split, temperature: float = 1.0) -> DigitsExport:
@@ -42,6 +43,8 @@ def export_block(cfg: TrainConfig, train: Split, temperature: float = 1.0) -> Di
         std=(round(std, 6),) * c,
         temperature=temperature,
         arch=cfg.arch,
+        features_name=FEATURES_NAME,
+        head="head.npz",
     )
 
 
@@ -68,18 +71,33 @@ class DigitsModule(L.LightningModule):
         std = torch.tensor(export.std).view(1, -1, 1, 1)
         self.register_buffer("background", (0.0 - mean) / std)  # a blank pixel, normalised
         self.most = int(round(cfg.shift * cfg.input_shape[1]))
+        bank = np.zeros((0, *cfg.input_shape), np.float32)
+        if cfg.outlier_weight > 0 and cfg.outlier_images > 0:
+            bank = model_batch(synthetic_non_digits(cfg.outlier_images, cfg.torch_seed), export)
+        self.register_buffer("outliers", torch.from_numpy(bank), persistent=False)
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        logits = self.model(shifted(x, self.most, self.background))
-        loss = F.cross_entropy(logits, y, label_smoothing=self.cfg.label_smoothing)
+        x = shifted(x, self.most, self.background)
+        k = int(round(self.cfg.outlier_fraction * len(x))) if len(self.outliers) else 0
+        if k:
+            pick = torch.randint(0, len(self.outliers), (k,), device=self.outliers.device)
+            x = torch.cat([x, self.outliers[pick]])
+        logits, _ = self.model(x)
+        digits, others = logits[: len(y)], logits[len(y) :]
+        loss = F.cross_entropy(digits, y, label_smoothing=self.cfg.label_smoothing)
+        if k:
+            # Outlier exposure: cross-entropy to the uniform distribution over the classes.
+            uniform = -F.log_softmax(others, dim=-1).mean(dim=-1).mean()
+            loss = loss + self.cfg.outlier_weight * uniform
+            self.log("train_outlier_loss", uniform)
         self.log("train_loss", loss, prog_bar=True)
-        self.log("train_acc", (logits.argmax(-1) == y).float().mean())
+        self.log("train_acc", (digits.argmax(-1) == y).float().mean())
         return loss
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
-        logits = self.model(x)
+        logits, _ = self.model(x)
         self.log("val_loss", F.cross_entropy(logits, y), prog_bar=True)
         self.log("val_acc", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
 
@@ -124,6 +142,14 @@ def train(
     return module.model.cpu().float().eval(), int(trainer.global_step)
 
 
-def logits_of(model: torch.nn.Module, greys: np.ndarray, export: DigitsExport) -> np.ndarray:
+def outputs_of(
+    model: torch.nn.Module, greys: np.ndarray, export: DigitsExport
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eager (logits, features) of grey images, through the serving code's pixels."""
     with torch.inference_mode():
-        return model(torch.from_numpy(model_batch(greys, export))).numpy()
+        logits, features = model(torch.from_numpy(model_batch(greys, export)))
+    return logits.numpy(), features.numpy()
+
+
+def logits_of(model: torch.nn.Module, greys: np.ndarray, export: DigitsExport) -> np.ndarray:
+    return outputs_of(model, greys, export)[0]

@@ -1,0 +1,56 @@
+"""Synthetic non-digit images for outlier exposure (Hendrycks et al., "Deep Anomaly Detection with
+Outlier Exposure", 2019): training batches carry some of these with a uniform target, so the
+network learns to answer "cannot tell" (high entropy, disagreeing dropout heads) off the digit
+manifold instead of confidently naming a digit.
+
+Kinds used in training (TRAIN_KINDS): Gaussian noise, blank, solid, random strokes, blobs. Letters
+(training/digits/probes.py) are never used here: they are the held-out kind of the evaluation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+TRAIN_KINDS = ("gaussian_noise", "blank", "solid", "strokes", "blobs")
+
+
+def _strokes(rng: np.random.Generator, side: int = 32) -> np.ndarray:
+    """2..6 random straight strokes drawn at 32x32, shrunk by area to 8x8 (like an upload)."""
+    canvas = Image.new("L", (side, side), 0)
+    draw = ImageDraw.Draw(canvas)
+    for _ in range(int(rng.integers(2, 7))):
+        x0, y0, x1, y1 = rng.uniform(0, side, 4)
+        draw.line((x0, y0, x1, y1), fill=255, width=int(rng.integers(2, 6)))
+    return np.asarray(canvas.resize((8, 8), Image.Resampling.BOX), np.float32) / 255.0
+
+
+def _blobs(rng: np.random.Generator) -> np.ndarray:
+    """1..3 Gaussian blobs of random centre, size and brightness."""
+    yy, xx = np.mgrid[0:8, 0:8].astype(np.float32)
+    img = np.zeros((8, 8), np.float32)
+    for _ in range(int(rng.integers(1, 4))):
+        cy, cx = rng.uniform(-1, 8, 2)
+        s = rng.uniform(0.8, 3.0)
+        img += rng.uniform(0.4, 1.0) * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * s * s))
+    return np.clip(img, 0, 1)
+
+
+def synthetic_non_digits(n: int, seed: int = 0) -> np.ndarray:
+    """(n, 8, 8) grey images in [0, 1], the TRAIN_KINDS in turn."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, 8, 8), np.float32)
+    for i in range(n):
+        kind = TRAIN_KINDS[i % len(TRAIN_KINDS)]
+        if kind == "gaussian_noise":
+            img = rng.normal(rng.uniform(0.1, 0.6), rng.uniform(0.1, 0.5), (8, 8))
+        elif kind == "blank":
+            img = np.full((8, 8), rng.uniform(0.0, 0.05))
+        elif kind == "solid":
+            img = np.full((8, 8), rng.uniform(0.2, 1.0))
+        elif kind == "strokes":
+            img = _strokes(rng)
+        else:
+            img = _blobs(rng)
+        out[i] = np.clip(img, 0, 1)
+    return out
