@@ -1,7 +1,7 @@
 """Do explanations slow predictions down? Prediction latency with and without a concurrent
 explanation load on one real TorchServe, and what an explanation costs.
 
-    python -m bench.explanations --archive model_store/sentiment.mar [--model sentiment] \\
+    python -m bench.explanations --archive model_store/<model>.mar [--model <model>] \\
         [--predictors 4] [--explainers 2] [--seconds 30] [--out reports/explanations]
 
 Phase 1: `--predictors` closed-loop clients send the model's load payloads (its samples.py) to
