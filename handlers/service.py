@@ -33,6 +33,7 @@ import yaml
 
 from handlers.codec import BODY_KEYS, Reply, request_header
 from handlers.errors import ArchiveError, InternalError, NotServed, RequestError
+from handlers.explain import WorkShare
 from handlers.manifest import read_manifest
 from handlers.telemetry import Telemetry
 
@@ -161,6 +162,8 @@ class ModelService:
         self.model = model
         self.telemetry = telemetry if telemetry is not None else Telemetry(None, model.name)
         """No TorchServe: a Telemetry without metrics emits nothing (refusals are still logged)."""
+        self.explain_share = WorkShare(_setting(model.settings, "explain_share", 0.25))
+        """Explanations' share of this worker's time (handlers/explain.py)."""
 
     @classmethod
     def from_dir(
@@ -231,7 +234,13 @@ class ModelService:
         if any(explain):
             idx = [i for i, e in enumerate(explain) if e]
             items = [parsed[i].request for i in idx]
-            out = self._run(self.model.explain, items, [ids[i] for i in idx])  # type: ignore[attr-defined]
+            if self.explain_share.allows():
+                begin = self.explain_share.clock()
+                out = self._run(self.model.explain, items, [ids[i] for i in idx])  # type: ignore[attr-defined]
+                self.explain_share.record(begin, self.explain_share.clock())
+            else:  # over its share of the worker: refused without running
+                refusal = self.explain_share.refusal()
+                out = [it if isinstance(it, RequestError) else refusal for it in items]
             for i, a in zip(idx, out, strict=True):
                 answers[i] = a if isinstance(a, RequestError) else Explained(a)
         return answers
@@ -281,6 +290,14 @@ class ModelService:
         except Exception:  # why: telemetry never turns answered requests into errors
             log.warning("telemetry: report failed", exc_info=True)
         return results
+
+
+def _setting(settings: Any, name: str, default: Any) -> Any:
+    """A serving knob from a model's settings (on them, or on their `serving` block)."""
+    value = getattr(settings, name, None)
+    if value is None:
+        value = getattr(getattr(settings, "serving", None), name, None)
+    return default if value is None else value
 
 
 def _takes_row(parse: Any) -> bool:

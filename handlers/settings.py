@@ -28,6 +28,9 @@ class ServingSettings(BaseModel):
     profile: bool = False
     """TorchServe's own key: log the handler's stage times (read by TorchServe's `timed`
     decorator, ts/handler_utils/timer.py, not by this project's handlers)."""
+    explain_share: Annotated[float, Field(gt=0, le=1)] = 0.25
+    """Most of a worker's time /explanations may take (over the last 10 s): past it they get a
+    503 + Retry-After without running, so predictions keep at least the rest (handlers/explain.py)."""
 
     @classmethod
     def parse(cls, config: dict | None, model: str) -> Self:

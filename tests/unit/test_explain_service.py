@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from handlers.service import ModelService, Request
 from handlers.sentiment_handler import SentimentHandler
+from handlers.service import ModelService, Request
 from tests.unit.test_sentiment_handler import SERVE_CONFIG
 from tests.unit.test_service import FakeContext, in_process, json_request, served, toy_dir  # noqa: F401
 
@@ -126,3 +126,26 @@ def test_an_explanation_that_raises_is_its_own_500(toy_dir, fails, monkeypatch):
     got = bodies(in_process(service, batch))
     assert got[0][0] == 500 and got[0][1]["kind"] == "internal"
     assert got[1] == bodies(in_process(service, [batch[1]]))[0]
+
+
+def test_explanations_past_their_share_of_the_worker_are_refused_without_running(
+    toy_dir,  # noqa: F811
+    monkeypatch,
+):
+    """Guard: with per-batch budgets alone, 2 explanation clients doubled prediction p99 on the
+    full model (docs/explanations.md); over time explanations get at most `explain_share`."""
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG | {"explain_share": 0.1})
+    now = [100.0]
+    service.explain_share.clock = lambda: now[0]
+    service.explain_share.record(99.0, 100.0)  # 1 s of the last 10: the whole 10% share
+    ran = []
+    real = service.model.explainer.explain
+    monkeypatch.setattr(
+        service.model.explainer, "explain", lambda t, target=None: ran.append(t) or real(t, target)
+    )
+    batch = [json_request({"text": "good"}, 0, **EXPLAIN), json_request({"text": "good"}, 1)]
+    got = in_process(service, batch)
+    assert [r[0] for r in got] == [503, 200] and ran == []
+    assert json.loads(got[0][2])["kind"] == "overloaded" and got[0][3] == {"Retry-After": "1"}
+    now[0] = 109.5  # the spent second has left the window
+    assert [r[0] for r in in_process(service, batch)] == [200, 200] and ran == ["good"]
