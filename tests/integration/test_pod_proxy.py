@@ -374,6 +374,29 @@ def test_explanations_pass_the_door(pod):
     assert [w["text"] for w in body["words"]] == ["a", "fine", "film"]
 
 
+def test_explanations_beyond_their_door_get_a_fast_503(pod):
+    """Explanations have their own in-flight cap at the door (2 by default): a third is refused in
+    milliseconds, not after waiting its turn in TorchServe's queue; predictions still pass."""
+
+    def explain(timeout: float = 30) -> requests.Response:
+        return requests.post(
+            f"{pod.http}/explanations/sentiment",
+            json={"text": "x"},
+            headers=auth(),
+            timeout=timeout,
+        )
+
+    with torchserve_frozen(pod), ThreadPoolExecutor(3) as pool:
+        held = [pool.submit(explain) for _ in range(3)]  # 2 in flight, 1 waiting 100 ms
+        time.sleep(0.5)
+        start = time.monotonic()
+        r = explain(timeout=10)
+        assert r.status_code == 503 and r.json()["kind"] == "overloaded", r.text
+        assert r.headers["Retry-After"] == "1" and time.monotonic() - start < 1
+    assert [f.result().status_code for f in held].count(503) >= 1  # the one past the queue
+    assert predict(pod).status_code == 200
+
+
 def test_a_full_replica_answers_a_fast_json_503_and_recovers(pod):
     with torchserve_frozen(pod), ThreadPoolExecutor(MAX_INFLIGHT + MAX_QUEUE) as pool:
         held = [pool.submit(predict, pod) for _ in range(MAX_INFLIGHT + MAX_QUEUE)]
