@@ -162,7 +162,9 @@ class ModelService:
         self.model = model
         self.telemetry = telemetry if telemetry is not None else Telemetry(None, model.name)
         """No TorchServe: a Telemetry without metrics emits nothing (refusals are still logged)."""
-        self.explain_share = WorkShare(_setting(model.settings, "explain_share", 0.25))
+        self.explain_share = WorkShare(
+            _setting(getattr(model, "settings", None), "explain_share", 0.25)
+        )
         """Explanations' share of this worker's time (handlers/explain.py)."""
 
     @classmethod

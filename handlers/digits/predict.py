@@ -113,9 +113,9 @@ class DigitsPredictor(Predictor[DigitsSettings]):
     def _self_check(self) -> None:
         """A manifest that does not describe its graph (shape, layout, classes) fails the load."""
         native = self.settings.export.native_size
-        probe = [
+        probe: list[np.ndarray] = [
             np.zeros(native, np.float32),
-            np.linspace(0, 1, native[0] * native[1]).reshape(native),
+            np.linspace(0, 1, native[0] * native[1], dtype=np.float32).reshape(native),
         ]
         try:
             logits, features = self._forward(probe)

@@ -38,8 +38,8 @@ class Extraction:
     samples_seen: int | None = None
     binary: bool = False
     """Answer as float32 (the client sent Accept: application/octet-stream)."""
-    sample_rate: int | None = None
-    """The served sample rate, reported in the answer."""
+    sample_rate: int = 0
+    """The served sample rate, reported in the answer (the predictor sets it)."""
     model: Mapping[str, str] = field(default_factory=dict)
     """The `model` block of the answer (name, version)."""
 

@@ -76,7 +76,11 @@ def test_synthetic_signal_is_reproducible_and_carries_its_tones():
 
 def test_task_weights_parse_model_and_weight():
     assert parse_weights("sentiment:3, frequency") == {"sentiment": 3, "frequency": 1}
-    assert parse_weights("") == {"sentiment": 3, "frequency": 1, "digits": 1}  # registry LOAD_WEIGHTs
+    assert parse_weights("") == {
+        "sentiment": 3,
+        "frequency": 1,
+        "digits": 1,
+    }  # registry LOAD_WEIGHTs
 
 
 def test_bench_feed_is_one_unit_of_one_shape_per_request():

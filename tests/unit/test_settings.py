@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from handlers.errors import ArchiveError
 from handlers.digits.settings import DigitsServing
+from handlers.errors import ArchiveError
 from handlers.frequency.settings import FrequencyServing
 from handlers.sentiment.settings import SentimentServing
 

@@ -29,9 +29,9 @@ def evaluate(explainer: DigitsExplainer, greys: np.ndarray, draws: int, seed: in
     export = p.settings.export
     _, h, w = export.input_shape
     rng = np.random.default_rng(seed)
-    top = {k: [] for k in KS}
-    anywhere = {k: [] for k in KS}
-    inked = {k: [] for k in KS}
+    top: dict[int, list[float]] = {k: [] for k in KS}
+    anywhere: dict[int, list[float]] = {k: [] for k in KS}
+    inked: dict[int, list[float]] = {k: [] for k in KS}
     seconds, passes = [], []
     for grey in tqdm(greys, desc=explainer.method, unit="image"):
         t0 = time.perf_counter()

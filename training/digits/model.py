@@ -93,6 +93,7 @@ class TinyResNet(nn.Module):
 def mlp_head(model: nn.Module) -> MLPHead:
     """The model's dropout → linear head as numpy arrays (head.npz) for handlers.uncertainty."""
     out, dropout = model.out, model.dropout
+    assert isinstance(out, nn.Linear) and isinstance(dropout, nn.Dropout)
     return MLPHead(
         weights=(out.weight.detach().cpu().numpy().astype(np.float32),),
         biases=(out.bias.detach().cpu().numpy().astype(np.float32),),

@@ -44,8 +44,8 @@ def evaluate(
     p = explainer.predictor
     s = p.settings
     rng = np.random.default_rng(seed)
-    top = {k: [] for k in KS}
-    rand = {k: [] for k in KS}
+    top: dict[int, list[float]] = {k: [] for k in KS}
+    rand: dict[int, list[float]] = {k: [] for k in KS}
     seconds, passes = [], []
     for i in tqdm(range(signals), desc="occlusion", unit="signal"):
         x = make_signal(spec, SEED_OFFSET + seed + i).mixed[:samples].copy()

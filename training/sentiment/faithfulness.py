@@ -50,8 +50,8 @@ def evaluate(
     predictor = explainer.predictor
     labels = list(predictor.settings.labels)
     rng = np.random.default_rng(seed)
-    top = {k: [] for k in KS}
-    rand = {k: [] for k in KS}
+    top: dict[int, list[float]] = {k: [] for k in KS}
+    rand: dict[int, list[float]] = {k: [] for k in KS}
     seconds, evaluations = [], []
     for text in tqdm(texts, desc=f"{explainer.method}/{explainer.score}", unit="review"):
         t0 = time.perf_counter()
