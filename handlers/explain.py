@@ -22,7 +22,7 @@ import orjson
 
 from handlers.budget import within_budget
 from handlers.codec import Reply
-from handlers.errors import Overloaded, RequestError, TooLarge
+from handlers.errors import Overloaded, TooLarge
 
 
 class JsonExplanation:
@@ -69,10 +69,6 @@ def bounded(
             out.append(item)
             kept.append(cost)
     return within_budget(out, kept, budget, f"{unit} of explanations")
-
-
-def refused(item: Any) -> bool:
-    return isinstance(item, RequestError)
 
 
 class WorkShare:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +56,13 @@ class DigitsModel:
     def reply(self, answer: DigitsAnswer) -> Reply:
         return self.predictor.reply(answer)
 
-    @property
+    @cached_property
     def explainer(self) -> Any:
-        if getattr(self, "_explainer", None) is None:  # Captum and torch load on first use
-            from handlers.digits.explain import DigitsExplainer
+        """Built on the first explanation: Captum and torch load only then."""
+        from handlers.digits.explain import DigitsExplainer
 
-            s = self.settings.serving
-            self._explainer = DigitsExplainer(self.predictor, s.explain_method, s.explain_samples)
-        return self._explainer
+        s = self.settings.serving
+        return DigitsExplainer(self.predictor, s.explain_method, s.explain_samples)
 
     def explain(self, parsed: list[ImageRequest | RequestError]) -> list[Any]:
         """A map over the model's input pixels per image (handlers/digits/explain.py), within the

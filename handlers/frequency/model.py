@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +68,12 @@ class FrequencyModel:
     def reply(self, answer: Extraction) -> Reply:
         return answer.reply()
 
-    @property
+    @cached_property
     def explainer(self) -> Any:
-        if getattr(self, "_explainer", None) is None:  # Captum and torch load on first use
-            from handlers.frequency.explain import FrequencyExplainer
+        """Built on the first explanation: Captum and torch load only then."""
+        from handlers.frequency.explain import FrequencyExplainer
 
-            self._explainer = FrequencyExplainer(
-                self.predictor, block=self.settings.serving.explain_block
-            )
-        return self._explainer
+        return FrequencyExplainer(self.predictor, block=self.settings.serving.explain_block)
 
     def explain(self, parsed: list[SignalRequest | RequestError]) -> list[Any]:
         """Per requested frequency, each input sample's attribution (handlers/frequency/explain.py),

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,14 @@ class SentimentModel:
         self.predictor = predictor
         self.name = predictor.name
         self.settings: SentimentSettings = predictor.settings
-        self._explainer: Any = None
 
-    @property
+    @cached_property
     def explainer(self) -> Any:
-        if self._explainer is None:  # Captum and torch load on the first explanation only
-            from handlers.sentiment.explain import SentimentExplainer
+        """Built on the first explanation: Captum and torch load only then."""
+        from handlers.sentiment.explain import SentimentExplainer
 
-            s = self.settings
-            self._explainer = SentimentExplainer(
-                self.predictor, s.explain_method, samples=s.explain_samples
-            )
-        return self._explainer
+        s = self.settings
+        return SentimentExplainer(self.predictor, s.explain_method, samples=s.explain_samples)
 
     @classmethod
     def load(
