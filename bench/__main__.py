@@ -143,6 +143,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="model-config override for every archive and the in-process run, e.g. "
         "maxBatchDelay=5 or handler.intra_op_spinning=true (repeatable)",
     )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="also serve every archive with these model-config settings, side by side in the same "
+        "run (REST only), e.g. maxBatchDelay=20 against the model-config's own (repeatable)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     args = p.parse_args(argv)
@@ -239,14 +247,27 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def row_protocols(args: argparse.Namespace, body: str) -> list[str]:
-    """float32 bodies and answers are a REST form (the gRPC API carries JSON-shaped payloads)."""
-    return ["rest"] if body == "float32" else list(args.protocols)
+def parse_variants(items: list[str]) -> list[tuple[str, dict]]:
+    """(label, overrides) per --variant: `maxBatchDelay=20` or `a=1,b=2`."""
+    return [(item.strip(), parse_overrides(_comma_list(item))) for item in items if item.strip()]
+
+
+def variant_suffix(label: str) -> str:
+    """An archive-name-safe form of a variant label: maxBatchDelay=20 -> maxBatchDelay20."""
+    return "".join(ch for ch in label if ch.isalnum())
+
+
+def row_protocols(args: argparse.Namespace, body: str, variant: str | None = None) -> list[str]:
+    """float32 bodies and answers are a REST form (the gRPC API carries JSON-shaped payloads);
+    a variant is compared over REST only."""
+    return ["rest"] if body == "float32" or variant else list(args.protocols)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = parse_overrides(args.set)
+    # The model-config's own settings (None), then each --variant on top of them.
+    variants: list[tuple[str | None, dict]] = [(None, {})] + parse_variants(args.variant)
     levels = args.levels
     todo = plan(args)
     if not todo:
@@ -258,54 +279,72 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.workdir)
     store = args.workdir / "archives"
     results, archives, bare = [], {}, {}
-    # One row per archive × body kind × worker count; a model without BENCH_BODIES is JSON only.
+    # One row per archive × variant × body kind × worker count; a model without BENCH_BODIES is
+    # JSON only; a variant runs at the model-config's workers.
     plan_rows = [
-        (model, runtime, art, body, workers)
+        (model, runtime, art, label, body, workers)
         for model, runtime, art in todo
+        for label, extra in variants
         for body in model_bodies(model, args.bodies)
-        for workers in (args.worker_counts or [serving_shape(model, overrides)[0].workers])
+        for workers in (
+            (args.worker_counts if label is None else [])
+            or [serving_shape(model, overrides | extra)[0].workers]
+        )
     ]
     per_row = sum(
-        len(row_protocols(args, body)) * (len(levels) + (args.paced > 0 and body == "json"))
-        for *_, body, _w in plan_rows
+        len(row_protocols(args, body, label))
+        * (len(levels) + (args.paced > 0 and body == "json" and label is None))
+        for *_, label, body, _w in plan_rows
     )
-    steps = tqdm(total=2 * len(todo) + per_row, desc="bench", unit="step")
-    in_process, stages, handler, bare_args = {}, {}, {}, {}
+    steps = tqdm(total=2 * len(todo) * len(variants) + per_row, desc="bench", unit="step")
+    in_process, stages, handler, bare_args, lone = {}, {}, {}, {}, {}
+
+    def archive_name(model: str, runtime: str, label: str | None) -> str:
+        base = f"{model}_{RUNTIME_SUFFIX[runtime]}"
+        return base if label is None else f"{base}_{variant_suffix(label)}"
+
     for model, runtime, art in todo:
-        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
-        steps.set_postfix_str(f"archive {name}")
-        archives[name] = build_archive(
-            model,
-            art,
-            store,
-            runtime=runtime,
-            name=name,
-            build_dir=args.workdir / "build",
-            overrides=overrides,
-        )
-        steps.update()
-        steps.set_postfix_str(f"in-process {name}")
-        payloads = bench_payloads(model, args.requests, args.model_options)
-        bare_args[name] = (model, art, runtime, payloads, overrides)
-        bare[name] = InProcess(*bare_args[name])
-        in_process[name] = bare[name].time(args.min_seconds)
-        if bench_hook(model, "stages") is not None:
-            stages[name] = stage_times(model, art, runtime, payloads, overrides=overrides)
-        elif get(model).hook("BENCH_BODIES"):
-            for body in model_bodies(model, args.bodies):
-                handler[(name, body)] = handler_throughput(
-                    model, art, runtime, payloads, body, args.min_seconds, overrides
-                )
-        steps.update()
-    for model, runtime, _art, body, workers in plan_rows:
-        name = f"{model}_{RUNTIME_SUFFIX[runtime]}"
+        for label, extra in variants:
+            name, settings_v = archive_name(model, runtime, label), overrides | extra
+            steps.set_postfix_str(f"archive {name}")
+            archives[name] = build_archive(
+                model,
+                art,
+                store,
+                runtime=runtime,
+                name=name,
+                build_dir=args.workdir / "build",
+                overrides=settings_v,
+            )
+            steps.update()
+            steps.set_postfix_str(f"in-process {name}")
+            payloads = bench_payloads(model, args.requests, args.model_options)
+            bare_args[name] = (model, art, runtime, payloads, settings_v)
+            bare[name] = InProcess(*bare_args[name])
+            in_process[name] = bare[name].time(args.min_seconds)
+            lone[name] = bare[name].lone_latency(args.min_seconds)
+            if label is not None:  # the variant's own serving, against the same bare model
+                steps.update()
+                continue
+            if bench_hook(model, "stages") is not None:
+                stages[name] = stage_times(model, art, runtime, payloads, overrides=overrides)
+            elif get(model).hook("BENCH_BODIES"):
+                for body in model_bodies(model, args.bodies):
+                    handler[(name, body)] = handler_throughput(
+                        model, art, runtime, payloads, body, args.min_seconds, overrides
+                    )
+            steps.update()
+    for model, runtime, _art, label, body, workers in plan_rows:
+        name = archive_name(model, runtime, label)
         row = {
             "model": model,
             "runtime": runtime,
             "archive": name,
+            "variant": label,
             "body": body,
             "workers": workers,
             "in_process": in_process[name],
+            "lone_in_process": lone[name],
             "served": [],
             "paced": [],
         }
@@ -340,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 set_workers(server, row["archive"], row["workers"])
                 workers_now[row["archive"]] = row["workers"]
             tag = f"{row['archive']} {row['body']} w{row['workers']}"
-            for proto in row_protocols(args, row["body"]):
+            for proto in row_protocols(args, row["body"], row["variant"]):
                 for c in levels:
                     steps.set_postfix_str(f"served {tag} {proto} x{c}")
                     n = max(args.requests, 4 * c)
@@ -351,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                     level["in_process_rps"] = reference(row).time(args.min_seconds)["rps"]
                     row["served"].append(level)
                     steps.update()
-                if args.paced > 0 and row["body"] == "json":
+                if args.paced > 0 and row["body"] == "json" and row["variant"] is None:
                     best = max(s["rps"] for s in row["served"] if s["protocol"] == proto)
                     rate = args.paced * best
                     steps.set_postfix_str(f"paced {tag} {proto} {rate:.1f}/s")
@@ -397,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
             "min_seconds": args.min_seconds,
             "paced_fraction": args.paced,
             "overrides": overrides,
+            "variants": [label for label, _ in variants if label is not None],
         },
         "versions": _versions(),
         "results": results,

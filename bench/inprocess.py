@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from handlers import registry
@@ -69,6 +70,29 @@ class InProcess:
         # shape, ONNX Runtime plans memory per shape; neither belongs to steady-state throughput.
         for feed, _ in self.feeds:
             self.run(feed)
+        self._prepare = lambda batch: prepare(artifacts, runtime, handler, payloads, batch)
+        self._lone: list | None = None
+
+    def lone_latency(self, min_seconds: float = 2.0) -> dict:
+        """The bare model's latency for one request alone (a batch of one), median and p95 in ms:
+        what a lone client could get at best, the figure its served p50 is held against."""
+        if self._lone is None:
+            self._lone = self._prepare(1)[1]
+            for feed, _ in self._lone:  # warm-up: batch-1 shapes are new to the runtime
+                self.run(feed)
+        times: list[float] = []
+        start = time.perf_counter()
+        while time.perf_counter() - start < min_seconds or len(times) < 8:
+            for feed, _ in self._lone:
+                t = time.perf_counter()
+                self.run(feed)
+                times.append(time.perf_counter() - t)
+        ms = np.array(times) * 1e3
+        return {
+            "p50_ms": float(np.percentile(ms, 50)),
+            "p95_ms": float(np.percentile(ms, 95)),
+            "calls": len(times),
+        }
 
     def time(self, min_seconds: float = 3.0) -> dict:
         """Requests per second; the whole set is repeated until min_seconds have passed."""

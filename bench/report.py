@@ -14,9 +14,11 @@ def _f(x, fmt: str = ".1f") -> str:
 
 
 def _kind(row: dict) -> str:
-    """Body kind and worker count of a row: `json`, `float32`, `json ×2` (workers beyond one)."""
+    """Body kind, worker count and variant of a row: `json`, `float32`, `json ×2` (workers beyond
+    one), `json [maxBatchDelay=20]` (served with a --variant's settings)."""
     body, workers = row.get("body", "json"), row.get("workers", 1)
-    return body if workers == 1 else f"{body} ×{workers}"
+    kind = body if workers == 1 else f"{body} ×{workers}"
+    return kind if not row.get("variant") else f"{kind} [{row['variant']}]"
 
 
 def served_rows(report: dict) -> list[dict]:
@@ -70,7 +72,7 @@ def summary(report: dict) -> list[dict]:
             )
 
     def same(s: dict) -> tuple:
-        return (s["model"], s["body"], s["workers"], s["protocol"])
+        return (s["model"], s["kind"], s["protocol"])
 
     fp32 = {same(s): s["best_rps"] for s in out if s["runtime"] == "onnx"}
     for s in out:
@@ -163,6 +165,7 @@ def markdown_table(report: dict) -> str:
                 f"| {_f(br.get('inference_ms_per_batch'))} | {_f(br.get('postprocess_ms_per_batch'))} | {_f(br.get('mean_batch'))} "
                 f"| {_f(br.get('inference_busy_share'), '.0%')} |"
             )
+    lines += lone_client_table(report)
     lines += handler_table(report)
     staged = [r for r in report["results"] if r.get("stages")]
     if staged:
@@ -189,6 +192,68 @@ def markdown_table(report: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def lone_clients(report: dict) -> list[dict]:
+    """Per REST row: the served p50 of one client against the bare model's batch-1 p50 (the
+    batching tax a lone client pays), and the 16-client throughput against the same model, runtime
+    and body served with the model-config's own settings (a variant must not cost throughput)."""
+    out = []
+    base16 = {}
+    for r in report["results"]:
+        at16 = [s for s in r["served"] if s["protocol"] == "rest" and s["concurrency"] == 16]
+        if not r.get("variant") and at16:
+            base16[(r["model"], r["runtime"], r.get("body", "json"), r.get("workers", 1))] = at16[
+                0
+            ]["rps"]
+    for r in report["results"]:
+        lone = r.get("lone_in_process")
+        one = [s for s in r["served"] if s["protocol"] == "rest" and s["concurrency"] == 1]
+        if not lone or not one:
+            continue
+        at16 = [s for s in r["served"] if s["protocol"] == "rest" and s["concurrency"] == 16]
+        rps16 = at16[0]["rps"] if at16 else None
+        base = base16.get((r["model"], r["runtime"], r.get("body", "json"), r.get("workers", 1)))
+        out.append(
+            {
+                "model": r["model"],
+                "runtime": r["runtime"],
+                "kind": _kind(r),
+                "variant": r.get("variant"),
+                "bare_p50_ms": lone["p50_ms"],
+                "served_p50_ms": one[0]["p50_ms"],
+                "tax_ms": one[0]["p50_ms"] - lone["p50_ms"],
+                "queue_ms": (one[0].get("breakdown") or {}).get("queue_ms"),
+                "rps16": rps16,
+                "rps16_over_config": rps16 / base if rps16 and base else None,
+            }
+        )
+    return out
+
+
+def lone_client_table(report: dict) -> list[str]:
+    rows = lone_clients(report)
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## A lone client: served p50 against the bare model's batch-1 latency (REST)",
+        "",
+        "Tax: served p50 at 1 client minus the bare model's p50 for one request alone (in-process,",
+        "batch 1, the serving threads); queue: TorchServe's queue wait per request at 1 client (the",
+        "batch delay a lone request waits out). 16 clients: served req/s, and over the same model",
+        "served with the model-config's settings in this run (a variant's cost under load).",
+        "",
+        "| model | runtime | body | bare batch-1 p50 ms | served p50 ms, 1 client | tax ms | queue ms | 16 clients req/s | × model-config |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for x in rows:
+        lines.append(
+            f"| {x['model']} | {x['runtime']} | {x['kind']} | {x['bare_p50_ms']:.1f} "
+            f"| {x['served_p50_ms']:.1f} | {x['tax_ms']:+.1f} | {_f(x['queue_ms'])} "
+            f"| {_f(x['rps16'])} | {_f(x['rps16_over_config'], '.2f')} |"
+        )
+    return lines
 
 
 def handler_table(report: dict) -> list[str]:

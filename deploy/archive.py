@@ -27,7 +27,7 @@ import yaml
 
 from handlers.manifest import read_manifest, sha256_file
 from handlers.registry import names as registered_models
-from handlers.runtime import RUNTIME_FILES
+from handlers.runtime import AUTO, RUNTIME_FILES, archive_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,10 +77,13 @@ def stage_archive(
     runtime = handler_cfg.get("runtime", "onnx")
     # Top-level exports of the other runtime (model.pt, step.pt, ... for onnx) stay out: the
     # handler opens only the files of the runtime it is configured with.
-    # onnx and onnx-int8 share a suffix, so their files are told apart by name.
-    own = RUNTIME_FILES[runtime]
-    others = {f for kind, f in RUNTIME_FILES.items() if kind != runtime}
-    skip = {Path(f).suffix for f in others} - {Path(own).suffix}
+    # onnx and onnx-int8 share a suffix, so their files are told apart by name; `auto` carries
+    # both ONNX files (chosen at load: int8 on a CPU, fp32 on a GPU).
+    if runtime != AUTO and runtime not in RUNTIME_FILES:
+        raise ArchiveBuildError(f"runtime must be auto or one of {sorted(RUNTIME_FILES)}")
+    own = set(archive_files(runtime))
+    others = set(RUNTIME_FILES.values()) - own
+    skip = {Path(f).suffix for f in others} - {Path(f).suffix for f in own}
 
     if stage.exists():
         shutil.rmtree(stage)
@@ -95,10 +98,9 @@ def stage_archive(
         dst = extra / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
-    if RUNTIME_FILES[runtime] not in manifest["files"]:
-        raise ArchiveBuildError(
-            f"artifacts have no {RUNTIME_FILES[runtime]} for runtime {runtime!r}"
-        )
+    required = archive_files(runtime)[0]
+    if required not in manifest["files"]:
+        raise ArchiveBuildError(f"artifacts have no {required} for runtime {runtime!r}")
     if registered:
         manifest["mlflow"] = registered
         (extra / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -184,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", default=ROOT / "model_store", type=Path)
     p.add_argument(
-        "--runtime", choices=sorted(RUNTIME_FILES), help="override the model-config's runtime"
+        "--runtime",
+        choices=sorted([*RUNTIME_FILES, AUTO]),
+        help="override the model-config's runtime",
     )
     p.add_argument("--name", help="archive/model name (default: the model family)")
     args = p.parse_args(argv)

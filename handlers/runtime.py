@@ -28,6 +28,34 @@ log = logging.getLogger(__name__)
 
 RUNTIME_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx", "torchscript": "model.pt"}
 ONNX_KINDS = ("onnx", "onnx-int8")
+AUTO = "auto"
+"""A runtime chosen at load where the worker lands (`resolve_runtime`): the gated int8 export on
+a CPU, fp32 ONNX on an accelerator or where the gate refused int8. Its archive carries both."""
+
+
+def archive_files(kind: str) -> tuple[str, ...]:
+    """The top-level model files an archive of runtime `kind` carries: `auto` carries fp32 ONNX
+    and (when the gate wrote it) int8; the first is required."""
+    return (
+        (RUNTIME_FILES["onnx"], RUNTIME_FILES["onnx-int8"])
+        if kind == AUTO
+        else (RUNTIME_FILES[kind],)
+    )
+
+
+def resolve_runtime(kind: str, model_dir: str | Path, device: str) -> tuple[str, str]:
+    """(runtime to open, why): `auto` is onnx-int8 on a CPU when the archive has the gated int8
+    export, else fp32 onnx (an accelerator: int8 ONNX runs its quantised ops on the CPU there; no
+    int8 file: the gate refused it at export, its reasons in the manifest). Others stay as named."""
+    if kind != AUTO:
+        return kind, "named in the model-config"
+    if device != "cpu":
+        return "onnx", f"fp32 on {device}: the int8 export is a CPU runtime"
+    if (Path(model_dir) / RUNTIME_FILES["onnx-int8"]).is_file():
+        return "onnx-int8", "the export's gated int8 on a CPU"
+    return "onnx", "fp32: the archive has no int8 export (refused by its gate at export)"
+
+
 CUDA_PROVIDER = "CUDAExecutionProvider"
 REQUIRE_GPU_ENV = "TS_REQUIRE_GPU"
 """Set to 1 by the GPU overlay (k8s/overlays/gpu): this replica exists to run on a CUDA GPU, so a

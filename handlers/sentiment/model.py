@@ -64,9 +64,11 @@ class SentimentModel:
         predictor = SentimentPredictor.from_dir(model_dir, config, device=device, name=name)
         s = predictor.settings
         log.info(
-            "sentiment %s ready: runtime=%s device=%s",
+            "sentiment %s ready: runtime=%s (%s: %s) device=%s",
             s.version,
+            predictor.runtime_kind,
             s.runtime,
+            predictor.runtime_reason,
             predictor.runtime.device,
         )
         return cls(predictor)

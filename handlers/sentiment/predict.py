@@ -11,7 +11,7 @@ from threadpoolctl import ThreadpoolController
 
 from handlers.errors import ArchiveError
 from handlers.predictor import Predictor
-from handlers.runtime import Runtime, load_runtime
+from handlers.runtime import Runtime, load_runtime, resolve_runtime
 from handlers.sentiment.settings import SentimentSettings, parse_settings
 from handlers.sentiment.tokenize import TextEncoder
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
@@ -46,6 +46,9 @@ class SentimentPredictor(Predictor[SentimentSettings]):
             settings.pad_token_id,
             settings.head_tokens,
         )
+        self.runtime_kind, self.runtime_reason = resolve_runtime(
+            settings.runtime, model_dir, device
+        )
         self.runtime: Runtime = self._open(model_dir, device, settings.fp16)
         self.head = MLPHead.load(model_dir / settings.head_file)
         if (
@@ -70,7 +73,7 @@ class SentimentPredictor(Predictor[SentimentSettings]):
     def _open(self, model_dir: Path, device: str, fp16: bool) -> Runtime:
         s = self.settings
         return load_runtime(
-            s.runtime,
+            self.runtime_kind,
             model_dir,
             s.input_names,
             s.output_names,
@@ -109,9 +112,29 @@ class SentimentPredictor(Predictor[SentimentSettings]):
                 f"head.npz does not reproduce the graph's logits (max |diff| {diff:.3g})"
             )
 
+    @property
+    def per_text(self) -> bool:
+        """Whether each text runs alone: int8's activations are quantised with one scale per
+        runtime call (ONNX Runtime's dynamic quantisation), so in a padded batch a text's answer
+        would move with its neighbours (up to 0.016 in probability, measured). Alone, its scale is
+        its own. On CPU this costs no throughput: a batch of 8 x 256 tokens ran at 4.9 texts/s,
+        the same texts one at a time at 5.1 (1 thread, docs/performance.md), and short texts
+        no longer pay for their longest neighbour's padding."""
+        return self.runtime_kind == "onnx-int8"
+
     def _forward(
         self, texts: list[str], pieces: list[list[int]] | None = None
     ) -> tuple[np.ndarray, np.ndarray, tuple[bool, ...]]:
+        if self.per_text and len(texts) > 1:
+            runs = [
+                self._forward([t], None if pieces is None else [pieces[i]])
+                for i, t in enumerate(texts)
+            ]
+            return (
+                np.concatenate([r[0] for r in runs]),
+                np.concatenate([r[1] for r in runs]),
+                tuple(r[2][0] for r in runs),
+            )
         batch = self.encoder.encode(texts, pieces)
         ids_name, mask_name = self.settings.input_names[:2]
         out = self.runtime.run({ids_name: batch.input_ids, mask_name: batch.attention_mask})

@@ -28,8 +28,10 @@ class SentimentServing(ServingSettings):
     """The model-config's `handler:` block: how to serve the export. These defaults are the only
     ones; handlers/sentiment/model-config.yaml restates the limits it ships with (equal to them)."""
 
-    runtime: Literal["onnx", "onnx-int8", "torchscript"] = "onnx"
-    """onnx, onnx-int8 (the export's gated model.int8.onnx) or torchscript."""
+    runtime: Literal["auto", "onnx", "onnx-int8", "torchscript"] = "auto"
+    """auto (the gated int8 export on a CPU, fp32 ONNX on an accelerator or where the gate refused
+    int8: handlers/runtime.resolve_runtime), onnx, onnx-int8 (the export's gated model.int8.onnx;
+    each text runs alone, so its answer never depends on its batch) or torchscript."""
     threads: PositiveInt | None = None
     """Intra-op threads of the runtime; None keeps the runtime's default."""
     max_length: PositiveInt | None = None

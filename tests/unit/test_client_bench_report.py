@@ -244,11 +244,48 @@ def test_every_registered_model_benches_in_process_through_its_own_hooks(model, 
         pytest.skip(f"{model} has no bench.py batches(): bench skips it")
     artifacts = request.getfixturevalue(f"{model}_artifacts")
     payloads = bench_payloads(model, 4, {"signal_samples": 200})
-    bare = InProcess(model, artifacts, "onnx", payloads).time(0.2)
+    in_process = InProcess(model, artifacts, "onnx", payloads)
+    bare = in_process.time(0.2)
     assert bare["requests"] >= len(payloads) and bare["rps"] > 0
+    lone = in_process.lone_latency(0.1)  # one request alone: what a lone client is held against
+    assert lone["calls"] >= 8 and 0 < lone["p50_ms"] <= lone["p95_ms"]
     stages = stage_times(model, artifacts, "onnx", payloads, min_seconds=0.1)
     assert (stages is None) == (bench_hook(model, "stages") is None)
     if stages is None and get(model).hook("BENCH_BODIES"):
         for body in model_bodies(model, ["json", "float32"]):
             h = handler_throughput(model, artifacts, "onnx", payloads, body, 0.2)
             assert h["requests"] >= len(payloads) and h["rps"] > 0
+
+
+def test_a_variant_is_served_beside_the_model_config_and_the_lone_client_tax_is_reported():
+    from bench.__main__ import parse_args, parse_variants, variant_suffix
+    from bench.report import lone_clients
+
+    args = parse_args(["--variant", "maxBatchDelay=20", "--variant", "maxBatchDelay=5,batchSize=4"])
+    assert parse_variants(args.variant) == [
+        ("maxBatchDelay=20", {"maxBatchDelay": 20}),
+        ("maxBatchDelay=5,batchSize=4", {"maxBatchDelay": 5, "batchSize": 4}),
+    ]
+    assert variant_suffix("maxBatchDelay=20") == "maxBatchDelay20"  # a valid archive name
+
+    def row(variant, p50_one, rps16, queue):
+        one = _level(1, 9.0) | {"p50_ms": p50_one}
+        one["breakdown"] = one["breakdown"] | {"queue_ms": queue}
+        return {
+            "model": "frequency",
+            "runtime": "onnx",
+            "body": "json",
+            "workers": 1,
+            "variant": variant,
+            "in_process": {"batch_size": 8, "threads": 2, "rps": 30.0},
+            "lone_in_process": {"p50_ms": 34.0, "p95_ms": 36.0, "calls": 50},
+            "served": [one, _level(16, rps16)],
+            "paced": [],
+        }
+
+    report = {"results": [row(None, 40.0, 20.0, 1.2), row("maxBatchDelay=20", 60.0, 19.0, 20.3)]}
+    got = {r["variant"]: r for r in lone_clients(report)}
+    assert got[None]["tax_ms"] == pytest.approx(6.0) and got[None]["rps16_over_config"] == 1.0
+    assert got["maxBatchDelay=20"]["tax_ms"] == pytest.approx(26.0)
+    assert got["maxBatchDelay=20"]["rps16_over_config"] == pytest.approx(0.95)
+    assert got["maxBatchDelay=20"]["kind"] == "json [maxBatchDelay=20]"

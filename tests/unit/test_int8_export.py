@@ -31,7 +31,7 @@ def test_tiny_export_writes_a_gated_int8_that_the_manifest_lists(sentiment_artif
     assert report["written"] and report["refused_because"] == []
     assert INT8_FILE in manifest["files"] and (sentiment_artifacts / INT8_FILE).is_file()
     assert report["reviews"] == manifest["metrics"]["test_size_imdb"]
-    assert report["fp32"]["accuracy"] - report["int8"]["accuracy"] <= 0.01
+    assert report["fp32"]["accuracy"] - report["int8"]["accuracy"] <= Int8Gate().max_accuracy_drop
     assert report["size_mb"] < report["fp32_size_mb"]  # int8 MatMul weights, float embeddings
 
 
@@ -86,16 +86,23 @@ def test_int8_logits_follow_fp32_on_the_tiny_test_reviews(sentiment_artifacts):
 @pytest.mark.parametrize(
     ("int8", "refused"),
     [
-        ({"accuracy": 0.891, "ece_after": 0.03}, []),
-        ({"accuracy": 0.889, "ece_after": 0.03}, ["accuracy"]),
-        ({"accuracy": 0.90, "ece_after": 0.041}, ["ECE"]),
-        ({"accuracy": 0.85, "ece_after": 0.05}, ["accuracy", "ECE"]),
+        ({"accuracy": 0.8951, "ece_after": 0.019}, []),
+        ({"accuracy": 0.8949, "ece_after": 0.019}, ["accuracy"]),
+        ({"accuracy": 0.90, "ece_after": 0.0201}, ["ECE"]),  # at most 0.02 itself
+        ({"accuracy": 0.85, "ece_after": 0.05}, ["accuracy", "ECE", "ECE"]),
     ],
 )
-def test_gate_allows_one_point_of_accuracy_and_0_01_of_ece(int8, refused):
-    fp32 = {"accuracy": 0.90, "ece_after": 0.03}
+def test_gate_allows_half_a_point_of_accuracy_and_an_ece_of_0_02(int8, refused):
+    fp32 = {"accuracy": 0.90, "ece_after": 0.015}
     reasons = judge(fp32, int8, Int8Gate())
     assert ["ECE" if r.startswith("ECE") else "accuracy" for r in reasons] == refused
+
+
+def test_gate_still_refuses_an_ece_rise_of_more_than_0_01():
+    reasons = judge(
+        {"accuracy": 0.9, "ece_after": 0.001}, {"accuracy": 0.9, "ece_after": 0.0115}, Int8Gate()
+    )
+    assert len(reasons) == 1 and "above fp32" in reasons[0]
 
 
 def test_onnx_int8_runtime_serves_the_int8_file_with_the_float_head(sentiment_artifacts):
@@ -112,6 +119,8 @@ def test_onnx_int8_runtime_serves_the_int8_file_with_the_float_head(sentiment_ar
     [
         ("onnx-int8", INT8_FILE, {"model.onnx", "model.pt"}),
         ("onnx", "model.onnx", {INT8_FILE, "model.pt"}),
+        ("auto", "model.onnx", {"model.pt"}),
+        ("auto", INT8_FILE, {"model.pt"}),
     ],
 )
 def test_archive_carries_only_the_configured_onnx_file(

@@ -225,12 +225,16 @@ def test_the_shipped_gpu_runtime_is_one_a_cpu_training_run_produces(
 
     root = Path(__file__).resolve().parents[2]
     config = yaml.safe_load((root / "handlers/sentiment/model-config.yaml").read_text())["handler"]
-    assert config["runtime"] == "onnx"
-    cpu = SentimentPredictor.from_dir(sentiment_artifacts, config)
+    # auto: the gated int8 on a CPU, fp32 ONNX on a GPU (int8 ONNX would run its quantised ops on
+    # the CPU there).
+    assert config["runtime"] == "auto"
+    assert SentimentPredictor.from_dir(sentiment_artifacts, config).runtime_kind == "onnx-int8"
+    cpu = SentimentPredictor.from_dir(sentiment_artifacts, config | {"runtime": "onnx"})
     fake = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: fake)
     monkeypatch.setattr(onnxruntime, "InferenceSession", _CudaLookingSession)
     gpu = SentimentPredictor.from_dir(sentiment_artifacts, config, device="cuda:0")
+    assert gpu.runtime_kind == "onnx" and Path(gpu.runtime.path).name == "model.onnx"
     assert gpu.runtime.device == "cuda:0" and gpu.runtime._session._enable_fallback is False
     texts = ["a wonderful, moving film", "a dull and pointless movie"]
     assert gpu.predict(texts) == cpu.predict(texts)

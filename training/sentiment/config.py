@@ -47,6 +47,9 @@ class SentimentConfig:
     ood_size: int = 100
     """Out-of-distribution texts per kind (shuffled-word reviews, random vocabulary strings)."""
     mc_samples: int = 32
+    int8_max_ece: float | None = 0.02
+    """The int8 gate's own ECE limit (after calibration): int8 is the CPU default, so it must be
+    calibrated as the product promises. None: only the limits relative to fp32 apply."""
     eval_batch_size: int = 64
     threads: int = 2
     progress: bool = True
@@ -69,6 +72,9 @@ TINY = replace(
     test_size=96,
     ood_size=16,
     mc_samples=8,
+    # The tiny model's fp32 ECE is itself about 0.045 (64 training reviews): the product's absolute
+    # limit cannot apply to it, the gate's limits relative to fp32 still do.
+    int8_max_ece=None,
     progress=False,
 )
 

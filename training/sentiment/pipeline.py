@@ -32,7 +32,7 @@ from training.sentiment.export import (
     verify_exports,
 )
 from training.sentiment.model import build_model, load_tokenizer
-from training.sentiment.quantize import INT8_FILE, gated_int8_export
+from training.sentiment.quantize import INT8_FILE, Int8Gate, gated_int8_export
 from training.sentiment.train import fine_tune
 
 HEAD_FILE = "head.npz"
@@ -134,7 +134,14 @@ def run(
         val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
     )
     int8 = gated_int8_export(
-        out, rows(test.text), test, test_pred.logits, metrics["temperature"], pad, cfg.threads
+        out,
+        rows(test.text),
+        test,
+        test_pred.logits,
+        metrics["temperature"],
+        pad,
+        cfg.threads,
+        Int8Gate(max_ece=cfg.int8_max_ece),
     )
     metrics |= {
         "config": cfg.name,

@@ -33,10 +33,14 @@ FEATURES = "features"
 
 @dataclass(frozen=True)
 class Int8Gate:
-    max_accuracy_drop: float = 0.01
-    """IMDB test accuracy (a fraction): int8 may be at most this much below fp32 (1 point)."""
+    max_accuracy_drop: float = 0.005
+    """IMDB test accuracy (a fraction): int8 may be at most this much below fp32 (half a point:
+    int8 is the CPU default, so it must be as good as what it replaces)."""
     max_ece_increase: float = 0.01
     """ECE after calibration: int8 may be at most this much above fp32."""
+    max_ece: float | None = 0.02
+    """ECE after calibration of int8 itself: at most this, whatever fp32's (None: no absolute
+    limit, for a model whose fp32 cannot meet it either: the tiny test config)."""
 
 
 def head_nodes(model) -> list[str]:
@@ -110,6 +114,11 @@ def judge(fp32: dict, int8: dict, gate: Int8Gate) -> list[str]:
             f"IMDB test accuracy {int8['accuracy']:.4f} is {drop * 100:.2f} points below fp32's "
             f"{fp32['accuracy']:.4f} (limit {gate.max_accuracy_drop * 100:.2f})"
         )
+    if gate.max_ece is not None and int8["ece_after"] > gate.max_ece:
+        reasons.append(
+            f"ECE after calibration {int8['ece_after']:.4f} is above {gate.max_ece} (the limit "
+            f"of a default runtime)"
+        )
     rise = int8["ece_after"] - fp32["ece_after"]
     if rise > gate.max_ece_increase:
         reasons.append(
@@ -140,8 +149,10 @@ def gated_int8_export(
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         candidate = Path(tmp) / INT8_FILE
         quantize_encoder(out / "model.onnx", candidate)
+        # One review per call, as the handler runs int8 (each text alone: its activation scale
+        # is its own), so the gate measures the answers that will be served.
         int8_logits = onnx_logits(
-            candidate, [test_rows[int(i)] for i in imdb], pad_token_id, threads
+            candidate, [test_rows[int(i)] for i in imdb], pad_token_id, threads, batch_size=1
         )
         fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
         int8 = gate_metrics(int8_logits, labels, temperature)
