@@ -128,8 +128,9 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 	$(VENV)/bin/locust -f loadtests/locustfile.py --headless --only-summary --csv reports/loadtest --html reports/loadtest.html $(LOADTEST_ARGS)
 
 # BENCH_ARGS: options of `python -m bench`, e.g. "--models <model> --runtimes onnx --concurrency 1,4" or "--bodies json,float32 --workers 1,2".
-BENCH_ARGS ?=
-bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, time breakdown; reports/bench.{json,md,png}
+# The default compares greedy batching (the model-configs' 1 ms) with the old 20 ms window side by side.
+BENCH_ARGS ?= --variant maxBatchDelay=20
+bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, lone-client tax, time breakdown; reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.

@@ -1,6 +1,6 @@
-"""`runtime: onnx-int8` end to end: the archive built from the tiny export carries model.int8.onnx
-only, a real TorchServe loads it from another directory, and REST and gRPC answer what the
-in-process int8 predictor answers."""
+"""int8 end to end: `runtime: onnx-int8` archives carry model.int8.onnx only and answer what the
+in-process int8 predictor answers; the default archive (`runtime: auto`) carries both ONNX files,
+serves int8 on a CPU, and answers a text alike alone and inside a full batch."""
 
 from __future__ import annotations
 
@@ -45,10 +45,54 @@ def test_int8_served_answers_match_the_in_process_int8_predictor(
     )
     with connect(protocol, server.client_settings()) as client:
         for text in TEXTS:
-            # One at a time on both sides: dynamic int8 quantizes activations with one scale per
-            # batch, so a text's answer moves by ~1e-4 with what it is batched with.
+            # Dynamic int8 quantizes activations with one scale per runtime call; the predictor
+            # runs each text alone, so served and in-process answers agree (the two sessions'
+            # thread counts may differ, hence not exactly).
             want = local.predict([text])[0]
             got = client.predict("sentiment", {"text": text})
             assert got["label"] == want["label"]
             for label, p in want["probabilities"].items():
                 assert got["probabilities"][label] == pytest.approx(p, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def default_server(sentiment_artifacts, tmp_path_factory):
+    """The archive `make archive` builds: the model-config's runtime (auto)."""
+    tmp = tmp_path_factory.mktemp("auto")
+    mar = build_archive("sentiment", sentiment_artifacts, tmp / "store", build_dir=tmp / "b")
+    server = start_torchserve(tmp / "serve", {"sentiment": mar})
+    try:
+        yield server, mar
+    finally:
+        server.stop()
+
+
+def test_the_default_archive_carries_both_onnx_files_and_serves_int8_on_a_cpu(default_server):
+    names = set(zipfile.ZipFile(default_server[1]).namelist())
+    assert {"model.onnx", "model.int8.onnx"} <= names and "model.pt" not in names
+    # The worker logs what auto chose and why.
+    assert "runtime=onnx-int8 (auto: the export's gated int8 on a CPU)" in default_server[0].logs()
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_the_default_runtime_answers_a_text_alike_alone_and_in_a_full_batch(
+    default_server, protocol
+):
+    """Eight texts in one request run as one batch in the worker: the text's answer there equals
+    its answer alone (dynamic int8 on a padded batch moved it by up to 0.016 on the real model)."""
+    neighbours = [
+        "awful",
+        "An astonishing film, the best of the year. " * 5,
+        "meh",
+        "I walked out after an hour; the dialogue is wooden. " * 4,
+        "a small, warm, funny film",
+        "Not good. Not bad. Just there.",
+        "The cinematography is stunning " * 8,
+    ]
+    with connect(protocol, default_server[0].client_settings()) as client:
+        alone = client.predict("sentiment", {"text": TEXTS[1]})
+        for position in (0, 7):
+            texts = [*neighbours[:position], TEXTS[1], *neighbours[position:]]
+            inside = client.predict("sentiment", {"texts": texts})[position]
+            for label, p in alone["probabilities"].items():
+                assert inside["probabilities"][label] == pytest.approx(p, abs=1e-6)
