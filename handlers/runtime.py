@@ -43,17 +43,51 @@ def archive_files(kind: str) -> tuple[str, ...]:
     )
 
 
-def resolve_runtime(kind: str, model_dir: str | Path, device: str) -> tuple[str, str]:
-    """(runtime to open, why): `auto` is onnx-int8 on a CPU when the archive has the gated int8
-    export, else fp32 onnx (an accelerator: int8 ONNX runs its quantised ops on the CPU there; no
-    int8 file: the gate refused it at export, its reasons in the manifest). Others stay as named."""
+INT8_DOT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+"""CPU flags of int8 dot-product instructions. With one, ONNX Runtime's int8 matmuls beat fp32
+(2.01x served on an AVX-512 VNNI EPYC); without (AVX2 only), its u8s8 kernels are no faster than
+fp32 FMA: int8 served 0.89x fp32 on a Zen 1 EPYC (docs/performance.md)."""
+
+
+def cpu_info(path: Path = Path("/proc/cpuinfo")) -> tuple[str, set[str]]:
+    """(model name, flags) of this machine's CPU; empty where /proc/cpuinfo is unreadable."""
+    model, flags = "", set[str]()
+    try:
+        text = path.read_text()
+    except OSError:
+        return model, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and not model:
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+    return model, flags
+
+
+def resolve_runtime(
+    kind: str, model_dir: str | Path, device: str, flags: set[str] | None = None
+) -> tuple[str, str]:
+    """(runtime to open, why). `auto` is onnx-int8 on a CPU with int8 dot-product instructions
+    (INT8_DOT_FLAGS) when the archive has the gated int8 export; else fp32 onnx: on an accelerator
+    (int8 ONNX would run its quantised ops on the CPU there), on a CPU without them (int8 is no
+    faster there), or with no int8 file (its gate refused it at export, the reasons in the
+    manifest). A named runtime is opened as named. `flags`: the CPU's (default: this machine's)."""
     if kind != AUTO:
         return kind, "named in the model-config"
     if device != "cpu":
         return "onnx", f"fp32 on {device}: the int8 export is a CPU runtime"
-    if (Path(model_dir) / RUNTIME_FILES["onnx-int8"]).is_file():
-        return "onnx-int8", "the export's gated int8 on a CPU"
-    return "onnx", "fp32: the archive has no int8 export (refused by its gate at export)"
+    if not (Path(model_dir) / RUNTIME_FILES["onnx-int8"]).is_file():
+        return "onnx", "fp32: the archive has no int8 export (refused by its gate at export)"
+    have = cpu_info()[1] if flags is None else flags
+    dot = sorted(have.intersection(INT8_DOT_FLAGS))
+    if not dot:
+        return "onnx", (
+            "fp32: this CPU has no int8 dot-product instructions (avx512_vnni, avx_vnni, "
+            "amx_int8), so int8 would be no faster"
+        )
+    return "onnx-int8", f"the export's gated int8 on a CPU with {', '.join(dot)}"
 
 
 CUDA_PROVIDER = "CUDAExecutionProvider"

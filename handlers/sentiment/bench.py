@@ -14,18 +14,30 @@ def _predictor(artifacts: Path, runtime: str, handler: dict):
     return SentimentPredictor.from_dir(artifacts, handler | {"runtime": runtime})
 
 
-def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
-    """The bare runtime call and its inputs, `batch` texts at a time, tokenized beforehand."""
-    predictor = _predictor(artifacts, runtime, handler)
+def _runtime_feeds(predictor, texts: list[str]) -> list[dict]:
+    """The runtime calls the predictor makes for `texts`: one padded batch, or one call per text
+    where it runs texts alone (`per_text`: on a CPU, and for int8)."""
     ids_name, mask_name = predictor.settings.input_names[:2]
+    groups = [[t] for t in texts] if predictor.per_text else [texts]
+    encoded = [predictor.encoder.encode(g) for g in groups]
+    return [{ids_name: e.input_ids, mask_name: e.attention_mask} for e in encoded]
+
+
+def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
+    """The bare runtime calls and their inputs, `batch` texts at a time, tokenized beforehand: one
+    padded call per batch, or one call per text where the predictor runs texts alone."""
+    predictor = _predictor(artifacts, runtime, handler)
     texts = [p["text"] for p in payloads]
-    feeds = []
-    for i in range(0, len(texts), batch):
-        enc = predictor.encoder.encode(texts[i : i + batch])
-        feeds.append(
-            ({ids_name: enc.input_ids, mask_name: enc.attention_mask}, len(texts[i : i + batch]))
-        )
-    return predictor.runtime.run, feeds
+    feeds = [
+        (_runtime_feeds(predictor, texts[i : i + batch]), len(texts[i : i + batch]))
+        for i in range(0, len(texts), batch)
+    ]
+
+    def run(calls: list[dict]) -> None:
+        for feed in calls:
+            predictor.runtime.run(feed)
+
+    return run, feeds
 
 
 def stages(
@@ -39,8 +51,9 @@ def stages(
     """The handler's inference stage taken apart in-process, ms per request at the serving batch:
     tokenization, the runtime call, the MC-dropout head (calibrated probabilities and spread) and
     the JSON of the answers. What the served breakdown cannot see inside a worker."""
+    import numpy as np
+
     p = _predictor(artifacts, runtime, handler)
-    ids_name, mask_name = p.settings.input_names[:2]
     texts = [x["text"] for x in payloads]
     groups = [texts[i : i + batch] for i in range(0, len(texts), batch)]
     answer = p.predict(texts[:1])[0]  # the JSON cost is per answer, whatever its text
@@ -49,11 +62,11 @@ def stages(
     while True:
         for group in groups:
             t0 = time.perf_counter()
-            enc = p.encoder.encode(group)
+            calls = _runtime_feeds(p, group)
             t1 = time.perf_counter()
-            out = p.runtime.run({ids_name: enc.input_ids, mask_name: enc.attention_mask})
+            outs = [p.runtime.run(feed) for feed in calls]
             t2 = time.perf_counter()
-            features = out[p.settings.output_names[1]]
+            features = np.concatenate([out[p.settings.output_names[1]] for out in outs])
             p.uncertainty(features)
             t3 = time.perf_counter()
             for _ in group:

@@ -1,6 +1,6 @@
 """int8 end to end: `runtime: onnx-int8` archives carry model.int8.onnx only and answer what the
 in-process int8 predictor answers; the default archive (`runtime: auto`) carries both ONNX files,
-serves int8 on a CPU, and answers a text alike alone and inside a full batch."""
+chooses by the CPU, and answers a text alike alone and inside a full batch."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from clients.client import connect
 from deploy.archive import build_archive
+from handlers.runtime import resolve_runtime
 from handlers.sentiment.predict import SentimentPredictor
 from tests.fixtures.served import handler_config
 from tests.support.torchserve import start_torchserve
@@ -67,11 +68,15 @@ def default_server(sentiment_artifacts, tmp_path_factory):
         server.stop()
 
 
-def test_the_default_archive_carries_both_onnx_files_and_serves_int8_on_a_cpu(default_server):
+def test_the_default_archive_carries_both_onnx_files_and_picks_by_this_cpu(
+    default_server, sentiment_artifacts
+):
     names = set(zipfile.ZipFile(default_server[1]).namelist())
     assert {"model.onnx", "model.int8.onnx"} <= names and "model.pt" not in names
-    # The worker logs what auto chose and why.
-    assert "runtime=onnx-int8 (auto: the export's gated int8 on a CPU)" in default_server[0].logs()
+    # The worker logs what auto chose for this machine's CPU, and why: int8 with int8 dot
+    # products (VNNI, AMX), fp32 without.
+    kind, why = resolve_runtime("auto", sentiment_artifacts, "cpu")
+    assert f"runtime={kind} (auto: {why})" in default_server[0].logs()
 
 
 @pytest.mark.parametrize("protocol", ["rest", "grpc"])

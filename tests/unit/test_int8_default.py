@@ -27,11 +27,31 @@ def test_the_default_runtime_is_auto():
     assert SentimentServing().runtime == "auto"
 
 
-def test_auto_is_int8_on_a_cpu_when_the_gate_wrote_it(sentiment_artifacts):
+VNNI = {"avx2", "fma", "avx512f", "avx512_vnni"}
+AVX2 = {"avx2", "fma"}
+
+
+@pytest.fixture
+def vnni_cpu(monkeypatch):
+    """This machine seen as one with int8 dot products (CI's CPUs may have none)."""
+    import handlers.runtime
+
+    monkeypatch.setattr(handlers.runtime, "cpu_info", lambda *_: ("fake VNNI CPU", VNNI))
+
+
+def test_auto_is_int8_on_a_cpu_with_int8_dot_products_when_the_gate_wrote_it(
+    sentiment_artifacts, vnni_cpu
+):
     assert (sentiment_artifacts / INT8_FILE).is_file()
-    assert resolve_runtime("auto", sentiment_artifacts, "cpu")[0] == "onnx-int8"
+    kind, why = resolve_runtime("auto", sentiment_artifacts, "cpu")
+    assert kind == "onnx-int8" and "avx512_vnni" in why
     predictor = SentimentPredictor.from_dir(sentiment_artifacts, {"threads": 1})
     assert predictor.runtime_kind == "onnx-int8" and predictor.per_text
+
+
+def test_auto_is_fp32_on_an_avx2_only_cpu_where_int8_is_no_faster(sentiment_artifacts):
+    kind, why = resolve_runtime("auto", sentiment_artifacts, "cpu", flags=AVX2)
+    assert kind == "onnx" and "no int8 dot-product" in why
 
 
 def test_auto_is_fp32_on_an_accelerator():
@@ -40,7 +60,7 @@ def test_auto_is_fp32_on_an_accelerator():
 
 
 def test_auto_falls_back_to_fp32_with_the_reason_when_the_gate_refused(
-    sentiment_artifacts, tmp_path
+    sentiment_artifacts, tmp_path, vnni_cpu
 ):
     refused = tmp_path / "art"
     shutil.copytree(sentiment_artifacts, refused)
@@ -48,7 +68,16 @@ def test_auto_falls_back_to_fp32_with_the_reason_when_the_gate_refused(
     kind, why = resolve_runtime("auto", refused, "cpu")
     assert kind == "onnx" and "gate" in why
     predictor = SentimentPredictor.from_dir(refused, {"threads": 1})
-    assert predictor.runtime_kind == "onnx" and not predictor.per_text
+    assert predictor.runtime_kind == "onnx" and predictor.per_text  # fp32 alone too, on a CPU
+
+
+def test_texts_run_alone_on_a_cpu_and_in_padded_batches_where_asked(sentiment_artifacts):
+    fp32 = {"runtime": "onnx", "threads": 1}
+    assert SentimentPredictor.from_dir(sentiment_artifacts, fp32).per_text
+    padded = SentimentPredictor.from_dir(sentiment_artifacts, fp32 | {"texts_alone": False})
+    assert not padded.per_text
+    int8 = {"runtime": "onnx-int8", "texts_alone": False}  # int8 always alone: its answers
+    assert SentimentPredictor.from_dir(sentiment_artifacts, int8).per_text  # depend on the batch
 
 
 def test_a_named_runtime_is_not_second_guessed(sentiment_artifacts, tmp_path):
@@ -62,7 +91,9 @@ def test_a_named_runtime_is_not_second_guessed(sentiment_artifacts, tmp_path):
 
 
 @pytest.mark.parametrize("runtime", ["auto", "onnx-int8", "onnx"])
-def test_a_texts_answer_is_the_same_alone_and_in_a_full_batch(sentiment_artifacts, runtime):
+def test_a_texts_answer_is_the_same_alone_and_in_a_full_batch(
+    sentiment_artifacts, runtime, vnni_cpu
+):
     predictor = SentimentPredictor.from_dir(sentiment_artifacts, {"runtime": runtime, "threads": 1})
     alone = predictor.predict([TEXT])[0]
     for position in (0, 3, 7):  # a full batch (batchSize 8), the text anywhere in it

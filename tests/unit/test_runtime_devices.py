@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from handlers.errors import ArchiveError
-from handlers.runtime import OnnxRuntime, device_from_properties, load_runtime, onnx_providers
+from handlers.runtime import (
+    OnnxRuntime,
+    device_from_properties,
+    load_runtime,
+    onnx_providers,
+    resolve_runtime,
+)
 from handlers.sentiment.predict import SentimentPredictor
 from handlers.sentiment.settings import parse_settings
 
@@ -228,7 +234,7 @@ def test_the_shipped_gpu_runtime_is_one_a_cpu_training_run_produces(
     # auto: the gated int8 on a CPU, fp32 ONNX on a GPU (int8 ONNX would run its quantised ops on
     # the CPU there).
     assert config["runtime"] == "auto"
-    assert SentimentPredictor.from_dir(sentiment_artifacts, config).runtime_kind == "onnx-int8"
+    assert resolve_runtime("auto", sentiment_artifacts, "cpu", {"avx512_vnni"})[0] == "onnx-int8"
     cpu = SentimentPredictor.from_dir(sentiment_artifacts, config | {"runtime": "onnx"})
     fake = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: fake)

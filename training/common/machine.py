@@ -11,11 +11,14 @@ import os
 import platform
 from pathlib import Path
 
+from handlers.runtime import cpu_info
+
 SPEED_FLAGS = (
     "avx2",
     "fma",
     "avx512f",
     "avx512_vnni",
+    "avx_vnni",
     "avx512_bf16",
     "amx_tile",
     "amx_bf16",
@@ -42,29 +45,13 @@ def cpu_class(flags: set[str] | list[str]) -> str:
     return platform.machine() or "unknown"
 
 
-def _cpuinfo(path: Path = Path("/proc/cpuinfo")) -> tuple[str, set[str]]:
-    model, flags = "", set[str]()
-    try:
-        text = path.read_text()
-    except OSError:
-        return model, flags
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-    return model, flags
-
-
 def describe_cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
     """{"model", "class", "flags" (those of SPEED_FLAGS present), "cpus", "isa_limit"}.
 
     isa_limit: ONEDNN_MAX_CPU_ISA when set (e.g. AVX2 to measure an AVX2-only machine's speed
     on a bigger CPU): oneDNN then ignores the flags above it, so the class is capped in name too.
     """
-    model, flags = _cpuinfo(cpuinfo)
+    model, flags = cpu_info(cpuinfo)
     present = [f for f in SPEED_FLAGS if f in flags]
     limit = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
     return {
