@@ -30,7 +30,7 @@ RUNTIME_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx", "torchscr
 ONNX_KINDS = ("onnx", "onnx-int8")
 AUTO = "auto"
 """A runtime chosen at load where the worker lands (`resolve_runtime`): the gated int8 export on
-a CPU, fp32 ONNX on an accelerator or where the gate refused int8. Its archive carries both."""
+a CPU with int8 dot products, fp32 ONNX elsewhere. Its archive carries both."""
 
 
 def archive_files(kind: str) -> tuple[str, ...]:

@@ -15,12 +15,8 @@ def _predictor(artifacts: Path, runtime: str, handler: dict):
 
 
 def _runtime_feeds(predictor, texts: list[str]) -> list[dict]:
-    """The runtime calls the predictor makes for `texts`: one padded batch, or one call per text
-    where it runs texts alone (`per_text`: on a CPU, and for int8)."""
-    ids_name, mask_name = predictor.settings.input_names[:2]
-    groups = [[t] for t in texts] if predictor.per_text else [texts]
-    encoded = [predictor.encoder.encode(g) for g in groups]
-    return [{ids_name: e.input_ids, mask_name: e.attention_mask} for e in encoded]
+    """The runtime calls the predictor makes for `texts` (its `encoded_calls`)."""
+    return [predictor.feed(batch) for batch in predictor.encoded_calls(texts)]
 
 
 def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):

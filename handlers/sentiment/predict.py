@@ -13,7 +13,7 @@ from handlers.errors import ArchiveError
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, load_runtime, resolve_runtime
 from handlers.sentiment.settings import SentimentSettings, parse_settings
-from handlers.sentiment.tokenize import TextEncoder
+from handlers.sentiment.tokenize import EncodedBatch, TextEncoder
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
 UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
@@ -86,9 +86,7 @@ class SentimentPredictor(Predictor[SentimentSettings]):
     def _fp16_gate(self, fp32: Runtime) -> None:
         """fp16's parity gate, run where it will serve (the export machine may have no GPU): the
         same probe texts through float32 and float16 must agree within fp16_atol and on labels."""
-        batch = self.encoder.encode(FP16_PROBE_TEXTS)
-        ids_name, mask_name = self.settings.input_names[:2]
-        feeds = {ids_name: batch.input_ids, mask_name: batch.attention_mask}
+        feeds = self.feed(self.encoder.encode(FP16_PROBE_TEXTS))
         want, got = fp32.run(feeds), self.runtime.run(feeds)
         diff = max(float(np.max(np.abs(want[n] - got[n]))) for n in self.settings.output_names)
         logits = self.settings.output_names[0]
@@ -125,24 +123,32 @@ class SentimentPredictor(Predictor[SentimentSettings]):
         alone = self.settings.texts_alone
         return self.runtime.device == "cpu" if alone is None else alone
 
+    def encoded_calls(
+        self, texts: list[str], pieces: list[list[int]] | None = None
+    ) -> list[EncodedBatch]:
+        """The runtime calls `texts` take, in order: one padded batch, or one per text where
+        texts run alone (`per_text`). Bench times exactly these."""
+        if not self.per_text:
+            return [self.encoder.encode(texts, pieces)]
+        pieces = self.encoder.pieces(texts) if pieces is None else pieces
+        return [self.encoder.encode([t], [p]) for t, p in zip(texts, pieces, strict=True)]
+
+    def feed(self, batch: EncodedBatch) -> dict[str, np.ndarray]:
+        """The runtime's inputs for one encoded batch."""
+        ids_name, mask_name = self.settings.input_names[:2]
+        return {ids_name: batch.input_ids, mask_name: batch.attention_mask}
+
     def _forward(
         self, texts: list[str], pieces: list[list[int]] | None = None
     ) -> tuple[np.ndarray, np.ndarray, tuple[bool, ...]]:
-        if self.per_text and len(texts) > 1:
-            runs = [
-                self._forward([t], None if pieces is None else [pieces[i]])
-                for i, t in enumerate(texts)
-            ]
-            return (
-                np.concatenate([r[0] for r in runs]),
-                np.concatenate([r[1] for r in runs]),
-                tuple(r[2][0] for r in runs),
-            )
-        batch = self.encoder.encode(texts, pieces)
-        ids_name, mask_name = self.settings.input_names[:2]
-        out = self.runtime.run({ids_name: batch.input_ids, mask_name: batch.attention_mask})
+        calls = self.encoded_calls(texts, pieces)
+        outs = [self.runtime.run(self.feed(batch)) for batch in calls]
         logits_name, features_name = self.settings.output_names[:2]
-        return out[logits_name], out[features_name], batch.truncated
+        return (
+            np.concatenate([out[logits_name] for out in outs]),
+            np.concatenate([out[features_name] for out in outs]),
+            tuple(t for batch in calls for t in batch.truncated),
+        )
 
     def uncertainty(self, features: np.ndarray):
         """Calibrated probabilities and MC-dropout spread of the head over the encoder's features."""
