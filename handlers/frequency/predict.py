@@ -1,5 +1,5 @@
 """Signal requests → typed extractions → response bodies: windows or stream steps through the
-runtime, the MC-dropout std band, and the stream state the client carries to its next chunk.
+runtime, the dropout std band, and the stream state the client carries to its next chunk.
 Used by the TorchServe handler and, unchanged, in-process by tests and tools.
 
 One-shot requests of a batch share one runtime call (all their windows); stream chunks share one

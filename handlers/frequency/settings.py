@@ -155,7 +155,8 @@ class FrequencyServing(ServingSettings):
     max_batch_samples: PositiveInt = 100000
     """Work per batch, samples x requested frequencies: past it a request gets 503 + Retry-After."""
     mc_samples: Annotated[int, Field(ge=2)] = 32
-    """MC-dropout samples of the head for the std band."""
+    """MC-dropout samples for a head with hidden layers; a one-layer linear head (the exported
+    one) has its dropout std computed exactly and samples nothing."""
     seed: NonNegativeInt = 0
     """Seed of the fixed dropout masks: answers do not depend on batching."""
     explain_block: PositiveInt = 100
@@ -187,7 +188,7 @@ class FrequencySettings:
     max_batch_samples: int
     """Work per batch, samples x requested frequencies: past it a request gets 503 + Retry-After."""
     mc_samples: int
-    """MC-dropout samples of the head for the std band."""
+    """MC-dropout samples for a head with hidden layers (a linear head's band is exact)."""
     seed: int
     """Seed of the fixed dropout masks: answers do not depend on batching."""
     layers: int

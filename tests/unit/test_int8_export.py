@@ -14,6 +14,7 @@ from handlers.sentiment.predict import SentimentPredictor
 from training.sentiment.config import TINY
 from training.sentiment.data import load_splits
 from training.sentiment.encoding import token_rows
+from training.sentiment.evaluate import onnx_predict
 from training.sentiment.model import load_tokenizer
 from training.sentiment.quantize import (
     INT8_FILE,
@@ -21,7 +22,6 @@ from training.sentiment.quantize import (
     gated_int8_export,
     head_nodes,
     judge,
-    onnx_logits,
 )
 
 
@@ -77,8 +77,8 @@ def test_an_int8_that_misses_fp32_accuracy_is_refused_and_not_written(tiny_copy,
 def test_int8_logits_follow_fp32_on_the_tiny_test_reviews(sentiment_artifacts):
     test = _tiny_test_split()
     rows = token_rows(load_tokenizer(), test.text[:24], TINY.max_length, TINY.head_tokens)
-    fp32 = onnx_logits(sentiment_artifacts / "model.onnx", rows, 0, threads=1)
-    int8 = onnx_logits(sentiment_artifacts / INT8_FILE, rows, 0, threads=1)
+    fp32 = onnx_predict(sentiment_artifacts / "model.onnx", rows, 0, threads=1).logits
+    int8 = onnx_predict(sentiment_artifacts / INT8_FILE, rows, 0, threads=2).logits
     diff = np.abs(fp32 - int8).max()
     assert 0 < diff < 0.1  # quantized (not a copy of fp32), and close
 
@@ -129,3 +129,24 @@ def test_archive_carries_only_the_configured_onnx_file(
     stage_archive("sentiment", sentiment_artifacts, tmp_path / "stage", runtime)
     files = {p.name for p in (tmp_path / "stage" / "extra").iterdir()}
     assert kept in files and not (left_out & files)
+
+
+def test_the_evaluation_runs_model_onnx_alone_in_row_order_on_any_number_of_workers(
+    sentiment_artifacts,
+):
+    """The pipeline's CPU evaluation (onnx_predict): each text alone, results in row order, the
+    same bits whatever the worker count, and equal to the parity-checked TorchScript export."""
+    import torch
+
+    test = _tiny_test_split()
+    rows = token_rows(load_tokenizer(), test.text[:40], TINY.max_length, TINY.head_tokens)
+    one = onnx_predict(sentiment_artifacts / "model.onnx", rows, 0, threads=1)
+    three = onnx_predict(sentiment_artifacts / "model.onnx", rows, 0, threads=3)
+    assert np.array_equal(one.logits, three.logits) and np.array_equal(one.features, three.features)
+    assert one.logits.shape == (40, 2) and one.features.shape[0] == 40
+    scripted = torch.jit.load(str(sentiment_artifacts / "model.pt"))
+    for i in (0, 17, 39):  # eager-equivalent answers for texts of different lengths, in order
+        ids = torch.tensor([rows[i]])
+        logits, features = scripted(ids, torch.ones_like(ids))
+        np.testing.assert_allclose(one.logits[i], logits[0].detach().numpy(), atol=1e-4)
+        np.testing.assert_allclose(one.features[i], features[0].detach().numpy(), atol=1e-4)

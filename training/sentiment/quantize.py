@@ -78,25 +78,6 @@ def quantize_encoder(src: Path, dst: Path) -> None:
     )
 
 
-def onnx_logits(
-    path: Path, rows: Sequence[list[int]], pad_token_id: int, threads: int, batch_size: int = 32
-) -> np.ndarray:
-    """Logits of the ONNX model at `path` for token rows, batched by length, in row order."""
-    import onnxruntime as ort
-
-    from training.sentiment.encoding import length_batches, pad_rows
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    logits = np.zeros((len(rows), 2), np.float32)
-    for idx in length_batches(np.array([len(r) for r in rows]), batch_size):
-        enc = pad_rows([rows[i] for i in idx], pad_token_id)
-        feeds = {"input_ids": enc.input_ids, "attention_mask": enc.attention_mask}
-        logits[idx] = session.run(["logits"], feeds)[0]
-    return logits
-
-
 def gate_metrics(logits: np.ndarray, labels: np.ndarray, temperature: float) -> dict:
     probs = softmax(logits, temperature)
     return {
@@ -137,6 +118,7 @@ def gated_int8_export(
     pad_token_id: int,
     threads: int = 2,
     gate: Int8Gate = Int8Gate(),
+    progress: bool = False,
 ) -> dict:
     """Quantize out_dir/model.onnx, gate it on the IMDB rows of the test split; write
     out_dir/model.int8.onnx only if it passes. Returns the report (for metrics and the manifest)."""
@@ -151,9 +133,12 @@ def gated_int8_export(
         quantize_encoder(out / "model.onnx", candidate)
         # One review per call, as the handler runs int8 (each text alone: its activation scale
         # is its own), so the gate measures the answers that will be served.
-        int8_logits = onnx_logits(
-            candidate, [test_rows[int(i)] for i in imdb], pad_token_id, threads, batch_size=1
-        )
+        from training.sentiment.evaluate import onnx_predict
+
+        int8_logits = onnx_predict(
+            candidate, [test_rows[int(i)] for i in imdb], pad_token_id, threads, "int8 gate",
+            progress, outputs=("logits",),
+        ).logits  # fmt: skip
         fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
         int8 = gate_metrics(int8_logits, labels, temperature)
         reasons = judge(fp32, int8, gate)
@@ -198,7 +183,11 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
     for text in imdb.text:
         enc = encoder.encode([text])
         rows.append(enc.input_ids[0].tolist())
-    fp32_logits = onnx_logits(artifacts / "model.onnx", rows, pad, threads)
+    from training.sentiment.evaluate import onnx_predict
+
+    fp32_logits = onnx_predict(
+        artifacts / "model.onnx", rows, pad, threads, outputs=("logits",)
+    ).logits
     report = gated_int8_export(
         artifacts, rows, imdb, fp32_logits, export.temperature, pad, threads, gate
     )
