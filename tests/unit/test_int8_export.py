@@ -63,7 +63,7 @@ def test_an_int8_that_misses_fp32_accuracy_is_refused_and_not_written(tiny_copy,
     rows = token_rows(load_tokenizer(), test.text, TINY.max_length, TINY.head_tokens)
     # An fp32 reference that is right on every review: the real int8 candidate is far below it.
     perfect = np.eye(2, dtype=np.float32)[test.label] * 10
-    report = gated_int8_export(tiny_copy, rows, test, perfect, 1.0, 0, threads=1)
+    report = gated_int8_export(tiny_copy, rows, test, perfect, 1.0, threads=1)
     assert not report["written"] and report["size_mb"] is None
     assert not (tiny_copy / INT8_FILE).exists()  # and the stale one from the fixture is gone
     assert (
@@ -77,8 +77,8 @@ def test_an_int8_that_misses_fp32_accuracy_is_refused_and_not_written(tiny_copy,
 def test_int8_logits_follow_fp32_on_the_tiny_test_reviews(sentiment_artifacts):
     test = _tiny_test_split()
     rows = token_rows(load_tokenizer(), test.text[:24], TINY.max_length, TINY.head_tokens)
-    fp32 = onnx_predict(sentiment_artifacts / "model.onnx", rows, 0, threads=1).logits
-    int8 = onnx_predict(sentiment_artifacts / INT8_FILE, rows, 0, threads=2).logits
+    fp32 = onnx_predict(sentiment_artifacts / "model.onnx", rows, threads=1).logits
+    int8 = onnx_predict(sentiment_artifacts / INT8_FILE, rows, threads=2).logits
     diff = np.abs(fp32 - int8).max()
     assert 0 < diff < 0.1  # quantized (not a copy of fp32), and close
 
@@ -140,8 +140,8 @@ def test_the_evaluation_runs_model_onnx_alone_in_row_order_on_any_number_of_work
 
     test = _tiny_test_split()
     rows = token_rows(load_tokenizer(), test.text[:40], TINY.max_length, TINY.head_tokens)
-    one = onnx_predict(sentiment_artifacts / "model.onnx", rows, 0, threads=1)
-    three = onnx_predict(sentiment_artifacts / "model.onnx", rows, 0, threads=3)
+    one = onnx_predict(sentiment_artifacts / "model.onnx", rows, threads=1)
+    three = onnx_predict(sentiment_artifacts / "model.onnx", rows, threads=3)
     assert np.array_equal(one.logits, three.logits) and np.array_equal(one.features, three.features)
     assert one.logits.shape == (40, 2) and one.features.shape[0] == 40
     scripted = torch.jit.load(str(sentiment_artifacts / "model.pt"))

@@ -130,7 +130,7 @@ def run(
             # The parity-checked model.onnx, each text alone: the file and the way a CPU
             # worker serves it: 17.0 texts/s against 12.0 for length-sorted batches of 64 on
             # 2 threads (TorchScript, 600 test reviews, the AVX2 EPYC).
-            return onnx_predict(out / "model.onnx", rows(texts), pad, cfg.threads, desc,
+            return onnx_predict(out / "model.onnx", rows(texts), cfg.threads, desc,
                                 cfg.progress)  # fmt: skip
         return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress,
                        accelerator)  # fmt: skip
@@ -148,7 +148,6 @@ def run(
         test,
         test_pred.logits,
         metrics["temperature"],
-        pad,
         cfg.threads,
         Int8Gate(max_ece=cfg.int8_max_ece),
         cfg.progress,

@@ -115,7 +115,6 @@ def gated_int8_export(
     test_split,
     fp32_logits: np.ndarray,
     temperature: float,
-    pad_token_id: int,
     threads: int = 2,
     gate: Int8Gate = Int8Gate(),
     progress: bool = False,
@@ -136,7 +135,7 @@ def gated_int8_export(
         from training.sentiment.evaluate import onnx_predict
 
         int8_logits = onnx_predict(
-            candidate, [test_rows[int(i)] for i in imdb], pad_token_id, threads, "int8 gate",
+            candidate, [test_rows[int(i)] for i in imdb], threads, "int8 gate",
             progress, outputs=("logits",),
         ).logits  # fmt: skip
         fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
@@ -185,11 +184,9 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
         rows.append(enc.input_ids[0].tolist())
     from training.sentiment.evaluate import onnx_predict
 
-    fp32_logits = onnx_predict(
-        artifacts / "model.onnx", rows, pad, threads, outputs=("logits",)
-    ).logits
+    fp32_logits = onnx_predict(artifacts / "model.onnx", rows, threads, outputs=("logits",)).logits
     report = gated_int8_export(
-        artifacts, rows, imdb, fp32_logits, export.temperature, pad, threads, gate
+        artifacts, rows, imdb, fp32_logits, export.temperature, threads, gate
     )
     manifest["files"].pop(INT8_FILE, None)
     if report["written"]:
