@@ -103,8 +103,8 @@ def onnx_predict(
     `threads` sessions of one intra-op thread each run side by side (ONNX Runtime releases the
     GIL): on 2 cores that ran 1.4x the eager-equivalent length-sorted batches of 64 on 2 threads
     (the evaluation before), and the figures are those of the file the server runs. No padding:
-    every call is one unpadded text. Dynamic int8
-    must run this way: its activation scale is per call."""
+    every call is one unpadded text. Dynamic int8 must run this way: its activation scale is per
+    call."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -132,11 +132,12 @@ def onnx_predict(
         for f in [pool.submit(work, s, shard) for s, shard in zip(sessions, shards, strict=True)]:
             f.result()
     bar.close()
-    columns = [np.concatenate([r[k] for r in results]) if rows else np.zeros((0, 2), np.float32)
+    if not rows:
+        return Predictions(np.zeros((0, 2), np.float32), np.zeros((0, 0), np.float32))
+    columns = [np.concatenate([r[k] for r in results]).astype(np.float32, copy=False)
                for k in range(len(outputs))]  # fmt: skip
-    logits = columns[0].astype(np.float32, copy=False)
     features = columns[1] if len(columns) > 1 else np.zeros((len(rows), 0), np.float32)
-    return Predictions(logits, features.astype(np.float32, copy=False))
+    return Predictions(columns[0], features)
 
 
 def shuffled_word_texts(texts: list[str], seed: int) -> list[str]:
