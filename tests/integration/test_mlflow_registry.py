@@ -83,6 +83,10 @@ def test_training_run_logs_params_step_metrics_and_reports(server, trained):
     assert "test.3Hz.mse_stitched" in freq.data.metrics
     assert client.get_metric_history(freq.info.run_id, "train_mse")
     assert client.get_metric_history(freq.info.run_id, "val_mse")
+    # Every candidate seed's curve too, replayed from its process's CSV log.
+    seed = manifests["frequency"]["metrics"]["seed"]
+    assert client.get_metric_history(freq.info.run_id, f"candidates.seed-{seed}.train_mse")
+    assert f"candidates.seed-{seed}.validation_worst_mse" in freq.data.metrics
     files = {f.path for f in client.list_artifacts(freq.info.run_id, "reports")}
     assert {"reports/test_components.png", "reports/parity.json"} <= files
 

@@ -1,5 +1,5 @@
 """The end of every model's `python -m training.<model>`: run it (tracked in MLflow unless told
-not to), turn a failed parity gate into exit status 1, print the metrics."""
+not to), turn a failed parity or quality gate into exit status 1, print the metrics."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from typing import Any
 
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
+
+
+class QualityError(RuntimeError):
+    """A trained model missed its config's quality floor: nothing is exported or registered."""
 
 
 def train_and_report(
@@ -33,6 +37,9 @@ def train_and_report(
                 manifest = run(out, cfg, plots, opts, tracking)
     except ParityError as e:
         print(f"{model} export failed the parity gate: {e}", file=sys.stderr)
+        return 1
+    except QualityError as e:
+        print(f"{model} failed its quality gate: {e}", file=sys.stderr)
         return 1
     print(json.dumps(manifest["metrics"], indent=2))
     return 0

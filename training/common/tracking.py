@@ -95,6 +95,20 @@ class TrainingRun:
 
         return MLFlowLogger(tracking_uri=self.uri, run_id=self.run_id)
 
+    def log_history(self, rows: Iterable[tuple[str, float, int]], prefix: str = "") -> None:
+        """Per-step metrics recorded elsewhere (a training process's CSV log), `prefix` + name."""
+        import time
+
+        from mlflow.entities import Metric
+        from mlflow.tracking import MlflowClient
+
+        assert self.run_id is not None, "log_history needs an open run"
+        now = int(time.time() * 1000)
+        batch = [Metric(prefix + key, value, now, step) for key, value, step in rows]
+        client = MlflowClient(self.uri)
+        for i in range(0, len(batch), 1000):  # MLflow's log_batch limit
+            client.log_batch(self.run_id, metrics=batch[i : i + 1000])
+
     def log_results(self, out: Path, metrics: dict, plots: Iterable[str] = ()) -> None:
         """Final metrics, the PNG plots and the JSON reports of an artifact directory."""
         import mlflow

@@ -1,10 +1,12 @@
 """python -m training.frequency --out artifacts/frequency [--config default|tiny]
-[--arch lstm|lstm-attention] [--accelerator auto|cpu|cuda|mps] [--devices N] [--resume]"""
+[--arch lstm|lstm-attention] [--candidates 0,1] [--jobs N] [--accelerator auto|cpu|cuda|mps]
+[--devices N] [--resume]"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -19,6 +21,7 @@ from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
 from training.common.trainer import TrainerOptions, add_trainer_args, trainer_options
+from training.frequency.candidates import history, load_model, select, train_candidates
 from training.frequency.config import CONFIGS, TrainConfig
 from training.frequency.data import make_signal
 from training.frequency.export import STEP_FILES
@@ -30,7 +33,7 @@ from training.frequency.model import (
     STEP_OUTPUTS,
 )
 from training.frequency.plots import plot_components, plot_window_error
-from training.frequency.train import evaluate, train, train_signals
+from training.frequency.train import evaluate, train_signals
 
 HEAD_FILE = "head.npz"
 
@@ -59,9 +62,13 @@ def run(
     opts: TrainerOptions | None = None,
     tracking: TrainingRun | None = None,
     progress: bool = True,
+    jobs: int | None = None,
+    threads: int = 1,
 ) -> dict:
-    """Train, export (parity-gated), evaluate, plot, write the manifest; with `tracking` (an open
-    MLflow run) also log metrics and reports and register the export."""
+    """Train the config's candidate seeds (`jobs` at once, `threads` each; training/frequency/
+    candidates.py), keep the best on validation, export it (parity-gated), evaluate, plot, write
+    the manifest; with `tracking` (an open MLflow run) also log metrics and reports and register
+    the export."""
     from training.frequency.export import export_all
 
     out = Path(out)
@@ -71,8 +78,15 @@ def run(
     )  # no manifest until the new export passed parity
     started = time.perf_counter()
     signals = train_signals(cfg)
-    logger = tracking.logger() if tracking else None
-    model, trained_steps = train(cfg, signals, opts, out, logger, progress)
+    candidates = train_candidates(cfg, opts or TrainerOptions(), out, progress, jobs, threads)
+    if tracking is not None:
+        for c in candidates:
+            tracking.log_history(history(c), prefix=f"candidates.seed-{c.seed}.")
+    kept = select(candidates, cfg)  # QualityError: nothing below runs, no manifest
+    if tracking is not None:
+        tracking.log_history(history(kept))
+    cfg = dataclasses.replace(cfg, torch_seed=kept.seed)  # what metrics.json records
+    model, trained_steps = load_model(kept, cfg), kept.steps
     train_seconds = time.perf_counter() - started
     parity = export_all(model, out)
     (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
@@ -85,6 +99,8 @@ def run(
         "trained_steps": trained_steps,
         "train_seconds": round(train_seconds, 1),
         "machine": describe_cpu(),  # the CPU train_seconds was measured on
+        "seed": kept.seed,
+        "candidates": {f"seed-{c.seed}": c.summary() for c in candidates},
         "train": train_eval,
         "test": test_eval,
     }
@@ -95,6 +111,8 @@ def run(
         plot_window_error(model, test, cfg, out / "test_window_error.png")
     summary = {
         "arch": cfg.arch,
+        "seed": kept.seed,
+        "validation_worst_mse": {f"seed-{c.seed}": c.score for c in candidates},
         "trained_steps": trained_steps,
         "train_seconds": metrics["train_seconds"],
         "machine": metrics["machine"],
@@ -123,10 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", choices=ARCHS, help="default: the config's (lstm)")
     p.add_argument("--steps", type=int, help="override the config's optimizer steps")
     p.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
+    p.add_argument("--candidates", type=_seeds,
+                   help="comma-separated seeds to train and choose from (default: the config's)")  # fmt: skip
+    p.add_argument("--jobs", type=int, help="candidates trained at once (default: one per core)")
     add_trainer_args(p)
-    # One thread by default: measured on a shared 2-core machine, a 2-thread LSTM step spun for
-    # 10.7 s of CPU against 0.18 s with one thread (90x slower wall time) once other jobs ran.
-    p.add_argument("--threads", type=int, default=1)
+    # One thread per candidate by default: measured on a shared 2-core machine, a 2-thread LSTM
+    # step spun for 10.7 s of CPU against 0.18 s with one thread once other jobs ran, and two
+    # threads change the float rounding a run's result hinges on (config.py, `candidates`).
+    p.add_argument("--threads", type=int, default=1, help="threads per candidate")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     cfg = CONFIGS[args.config]
@@ -134,10 +156,23 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, arch=args.arch)
     if args.steps:
         cfg = dataclasses.replace(cfg, steps=args.steps)
+    if args.candidates:
+        cfg = dataclasses.replace(cfg, candidates=args.candidates)
     return train_and_report(
-        "frequency", run, args.out, cfg, not args.no_plots, trainer_options(args),
-        track=not args.no_track, params={"threads": args.threads},
+        "frequency", functools.partial(run, jobs=args.jobs, threads=args.threads), args.out, cfg,
+        not args.no_plots, trainer_options(args), track=not args.no_track,
+        params={"threads": args.threads, "jobs": args.jobs},
     )  # fmt: skip
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of seeds: {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("at least one seed")
+    return seeds
 
 
 if __name__ == "__main__":

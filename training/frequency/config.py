@@ -56,10 +56,20 @@ class TrainConfig:
     mc_samples: int = 32
     """MC-dropout samples the metrics and plots use (the handler has its own setting)."""
     torch_seed: int = 1
-    """Weights, dropout and batch draws. At 1,800 steps the result depends on it: seed 0 trained
-    to 5 Hz stitched MSE 0.088 (a phase of the 1 s mix it never learnt) and, trained longer,
-    failed the ONNX parity gate (1.6e-4: unstable recurrent dynamics amplify float noise); seed 1
-    reached 0.015 with a lower validation MSE (0.081 vs 0.091, validation noise seed, not test)."""
+    """Weights, dropout and batch draws of a single run (`train`); `candidates` below decides
+    which seeds the pipeline trains."""
+    candidates: tuple[int, ...] = (0, 1)
+    """Seeds trained side by side, one process and one thread each; the one whose worst component
+    does best on the validation signal is kept (training/frequency/candidates.py). At 1,800 steps
+    one run's result hinges on float rounding: on the AVX2 EPYC, seeds 0, 1 and 2 on one thread
+    end with a worst component (3 Hz stitched) of 0.029, 0.028 and 0.033 on the validation
+    signal, but seed 1 on two threads (other rounding, same seed) never learnt a phase of the
+    5 Hz component (stateful MSE 0.088 on the test signal), as seed 0 did under an earlier recipe.
+    Which run fails differs between CPUs, so no one seed is safe on every machine; two runs on
+    two cores take about the wall time of one (the second core idles otherwise)."""
+    max_validation_mse: float | None = 0.05
+    """Quality gate: the kept candidate's worst component (stitched or stateful MSE on the
+    validation signal) must be at most this, or training fails and writes no manifest."""
     arch: str = "lstm"
     """lstm | lstm-attention (self-attention + residual + LayerNorm over the window, sequence mode)."""
     attention_heads: int = 4
@@ -87,5 +97,7 @@ CONFIGS = {
         mc_samples=8,
         val_every=20,
         torch_seed=0,  # what the test fixtures were written against
+        candidates=(0,),
+        max_validation_mse=None,  # 60 steps learn no signal; the gate is the default run's
     ),
 }

@@ -1,0 +1,188 @@
+"""Several seeds trained side by side, the best on the validation signal kept, a quality floor.
+
+One 1,800-step run's result hinges on float rounding (training/frequency/config.py: the seed that
+trains well on one thread of one CPU can miss a phase of the 5 Hz component on two threads).
+Which run fails differs between machines, so the pipeline trains `cfg.candidates` (one seed each),
+one process and one thread per candidate, as many at once as there are cores for them; they share
+nothing but the read-only training signals. Each is scored on the validation signal (its own noise
+seed, neither train nor test) by its worst component, stitched or stateful MSE: the failure is
+one frequency, which a mean over four would dilute. The lowest score is kept; above
+`cfg.max_validation_mse` training stops with a `QualityError` and nothing is exported.
+
+Each candidate logs to `<out>/candidates/seed-<k>/` (Lightning CSV: train_mse, val_mse) and keeps
+its checkpoints there (`--resume` continues every candidate). The per-step curves go to MLflow
+afterwards from those files: the kept candidate's under the usual names, every candidate's under
+`candidates.seed-<k>.<metric>`; live logging from several processes would share one SQLite store.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from tqdm import tqdm
+
+from training.common.entry import QualityError
+from training.common.trainer import TrainerOptions
+from training.frequency.config import TrainConfig
+from training.frequency.data import make_signal
+from training.frequency.model import FrequencyLSTM
+
+WEIGHTS = "weights.pt"
+LOG_DIR = "log"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    seed: int
+    steps: int
+    """Optimizer steps taken (fewer than cfg.steps when early stopping fired)."""
+    seconds: float
+    validation: dict
+    """`evaluate` on the validation signal: per component, window / stitched / stateful MSE."""
+    root: Path
+
+    @property
+    def score(self) -> float:
+        return validation_score(self.validation)
+
+    def summary(self) -> dict:
+        return {
+            "steps": self.steps,
+            "seconds": round(self.seconds, 1),
+            "validation_worst_mse": self.score,
+            "validation": {
+                k: {m: v[m] for m in ("mse_stitched", "mse_stateful")}
+                for k, v in self.validation.items()
+            },
+        }
+
+
+def validation_score(rows: dict) -> float:
+    """The worst component's stitched or stateful MSE: what the served modes would get wrong."""
+    return max(max(r["mse_stitched"], r["mse_stateful"]) for r in rows.values())
+
+
+def candidate_dir(out: Path, seed: int) -> Path:
+    return Path(out) / "candidates" / f"seed-{seed}"
+
+
+class _Count(Callback):
+    """Adds each optimizer step to a counter the parent's progress bar reads."""
+
+    def __init__(self, counter) -> None:
+        self.counter = counter
+
+    def on_train_batch_end(self, *args) -> None:
+        with self.counter.get_lock():
+            self.counter.value += 1
+
+
+_COUNTER = None
+
+
+def _init_worker(counter, threads: int) -> None:
+    global _COUNTER
+    _COUNTER = counter
+    torch.set_num_threads(threads)
+
+
+def train_candidate(
+    cfg: TrainConfig, seed: int, opts: TrainerOptions, root: Path, progress: bool = False
+) -> Candidate:
+    """Train one seed into `root` (checkpoints, CSV log, weights) and score it."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    from training.frequency.train import evaluate, train, train_signals
+
+    started = time.perf_counter()
+    cfg = dataclasses.replace(cfg, torch_seed=seed)
+    root.mkdir(parents=True, exist_ok=True)
+    if not opts.resume:  # a fresh run's curves only (a resumed one appends to its log)
+        shutil.rmtree(root / LOG_DIR, ignore_errors=True)
+    logger = CSVLogger(root, name="", version=LOG_DIR)
+    callbacks = [_Count(_COUNTER)] if _COUNTER is not None else []
+    model, steps = train(cfg, train_signals(cfg), opts, root, logger, progress, callbacks)
+    torch.save(model.state_dict(), root / WEIGHTS)
+    validation = evaluate(model, make_signal(cfg.signal, cfg.val_seed), cfg)
+    return Candidate(seed, steps, time.perf_counter() - started, validation, root)
+
+
+def default_jobs(candidates: int, threads: int) -> int:
+    """Candidates trained at once: one per `threads` cores this process may use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(candidates, (cores or 1) // max(threads, 1)))
+
+
+def train_candidates(
+    cfg: TrainConfig,
+    opts: TrainerOptions,
+    out: Path,
+    progress: bool = True,
+    jobs: int | None = None,
+    threads: int = 1,
+) -> list[Candidate]:
+    """Every seed of `cfg.candidates`, `jobs` at a time (default: one per `threads` cores); in
+    this process when one at a time, else in spawned processes of `threads` threads each."""
+    seeds = list(dict.fromkeys(cfg.candidates or (cfg.torch_seed,)))
+    jobs = jobs or default_jobs(len(seeds), threads)
+    if jobs <= 1:
+        return [train_candidate(cfg, s, opts, candidate_dir(out, s), progress) for s in seeds]
+    ctx = get_context("spawn")  # no fork of a process that may hold threads or a CUDA context
+    counter = ctx.Value("l", 0)
+    total = len(seeds) * cfg.steps
+    bar = tqdm(total=total, desc=f"frequency: {len(seeds)} seeds, {jobs} at once",
+               unit="step", disable=not progress)  # fmt: skip
+    with ProcessPoolExecutor(jobs, ctx, _init_worker, (counter, threads)) as pool:
+        futures = [pool.submit(train_candidate, cfg, s, opts, candidate_dir(out, s)) for s in seeds]
+        while not all(f.done() for f in futures):
+            time.sleep(0.5)
+            bar.update(counter.value - bar.n)
+        results = [f.result() for f in futures]  # a candidate's exception is raised here
+    bar.update(counter.value - bar.n)
+    bar.close()
+    return results
+
+
+def select(candidates: list[Candidate], cfg: TrainConfig) -> Candidate:
+    """The lowest validation score; a QualityError when even that misses the floor."""
+    best = min(candidates, key=lambda c: (c.score, c.seed))
+    floor = cfg.max_validation_mse
+    if floor is not None and best.score > floor:
+        scores = ", ".join(f"seed {c.seed}: {c.score:.4f}" for c in candidates)
+        raise QualityError(
+            f"no candidate reached worst-component validation MSE <= {floor} ({scores}); "
+            "train other seeds: python -m training.frequency --candidates 2,3 --out ..."
+        )
+    return best
+
+
+def load_model(candidate: Candidate, cfg: TrainConfig) -> FrequencyLSTM:
+    from training.frequency.train import build_model
+
+    model = build_model(dataclasses.replace(cfg, torch_seed=candidate.seed))
+    model.load_state_dict(torch.load(candidate.root / WEIGHTS, weights_only=True))
+    return model.eval()
+
+
+def history(candidate: Candidate) -> Iterator[tuple[str, float, int]]:
+    """(metric, value, step) rows of the candidate's CSV log."""
+    path = candidate.root / LOG_DIR / "metrics.csv"
+    if not path.is_file():
+        return
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            step = int(row.get("step") or 0)
+            for key, value in row.items():
+                if key not in ("step", "epoch") and value not in ("", None):
+                    yield key, float(value), step
