@@ -95,10 +95,12 @@ class FrequencyEngine:
             device,
             s.threads,
             s.sequence.filename,
+            spinning=s.serving.intra_op_spinning,
         )
         self.step: Runtime = load_runtime(
-            s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads, s.step.filename
-        )
+            s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads,
+            s.step.filename, spinning=s.serving.intra_op_spinning,
+        )  # fmt: skip
         self.head = MLPHead.load(Path(model_dir) / s.head_file)
         self.masks = self.head.masks(s.mc_samples, s.seed)
         self.std_band = StdBand(self.head, self.masks)

@@ -148,6 +148,9 @@ class FrequencyServing(ServingSettings):
     """onnx or torchscript: which exported files the handler runs."""
     threads: PositiveInt | None = None
     """Intra-op threads of the runtime (None: library default)."""
+    intra_op_spinning: bool = False
+    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
+    on shared cores the spinning threads compete with TorchServe's frontend."""
     hop: PositiveInt | None = None
     """Samples between window starts; None: window / 2 (Hann overlap-add)."""
     max_samples: PositiveInt = 20000

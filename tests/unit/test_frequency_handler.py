@@ -250,3 +250,13 @@ def test_unknown_or_retired_handler_setting_fails_at_load_naming_it(frequency_ar
         FrequencyPredictor.from_dir(
             frequency_artifacts, CONFIG | {"stream_idle_s": 300}, state_key=KEY
         )
+
+
+@pytest.mark.parametrize("spinning", [False, True])
+def test_intra_op_spinning_reaches_both_onnx_sessions(frequency_artifacts, spinning):
+    # The same knob as sentiment's (bench: --variant handler.intra_op_spinning=true); off by default.
+    config = CONFIG | {"runtime": "onnx"} | ({"intra_op_spinning": True} if spinning else {})
+    engine = FrequencyPredictor.from_dir(frequency_artifacts, config, state_key=KEY).engine
+    for runtime in (engine.sequence, engine.step):
+        entry = runtime.options.get_session_config_entry("session.intra_op.allow_spinning")
+        assert entry == ("1" if spinning else "0")
