@@ -170,7 +170,7 @@ def select(candidates: list[Candidate], cfg: TrainConfig) -> Candidate:
 def load_model(candidate: Candidate, cfg: TrainConfig) -> FrequencyLSTM:
     from training.frequency.train import build_model
 
-    model = build_model(dataclasses.replace(cfg, torch_seed=candidate.seed))
+    model = build_model(cfg)  # the architecture; the weights are the candidate's
     model.load_state_dict(torch.load(candidate.root / WEIGHTS, weights_only=True))
     return model.eval()
 
