@@ -18,6 +18,8 @@ from training.frequency.candidates import (
     candidate_dir,
     select,
     train_candidate,
+    train_candidates,
+    untrained,
 )
 from training.frequency.config import CONFIGS
 
@@ -47,6 +49,45 @@ def test_no_candidate_under_the_floor_is_a_quality_error_naming_each_seed():
     with pytest.raises(QualityError, match=r"seed 3: 0\.0300, seed 4: 0\.0500"):
         select([a, b], cfg)
     assert select([a, b], dataclasses.replace(cfg, max_validation_mse=None)) is a
+
+
+def test_candidates_train_one_after_another_until_one_is_under_the_floor(monkeypatch, tmp_path):
+    # On two cores at two threads a wave is one candidate: seed 5 misses the floor, seed 6 meets
+    # it, seed 7 is never trained. Each trains in this process at the config's threads.
+    import training.frequency.candidates as candidates
+
+    scores, calls = {5: 0.09, 6: 0.03, 7: 0.01}, []
+
+    def fake(cfg, seed, opts, root, progress=False):
+        calls.append((seed, torch.get_num_threads()))
+        return _candidate(seed, {"5Hz": scores[seed]})
+
+    monkeypatch.setattr(candidates, "train_candidate", fake)
+    monkeypatch.setattr(candidates, "_cores", lambda: 2)
+    cfg = dataclasses.replace(TINY, candidates=(5, 6, 7), threads=2, max_validation_mse=0.05)
+    threads = torch.get_num_threads()
+    got = train_candidates(cfg, TrainerOptions(), tmp_path, progress=False)
+    assert calls == [(5, 2), (6, 2)] and torch.get_num_threads() == threads
+    assert select(got, cfg).seed == 6 and untrained(got, cfg) == [7]
+    # Without a floor there is nothing to accept early: every seed trains, the best is kept;
+    # --threads 1 reaches each run.
+    calls.clear()
+    nofloor = dataclasses.replace(cfg, max_validation_mse=None)
+    got = train_candidates(nofloor, TrainerOptions(), tmp_path, False, jobs=1, threads=1)
+    assert calls == [(5, 1), (6, 1), (7, 1)] and select(got, nofloor).seed == 7
+
+
+def test_the_first_candidate_under_the_floor_is_the_pipelines_model(tmp_path):
+    # The real tiny pipeline, one candidate at a time: a floor every run meets keeps seed 0 and
+    # never trains seed 1 (no directory, named in metrics.json as not trained).
+    from training.frequency.__main__ import run
+
+    cfg = dataclasses.replace(TINY, steps=20, candidates=(0, 1), max_validation_mse=1e9)
+    manifest = run(tmp_path, cfg, plots=False, progress=False, jobs=1)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["seed"] == 0 and set(metrics["candidates"]) == {"seed-0"}
+    assert metrics["candidates_not_trained"] == [1] == manifest["metrics"]["candidates_not_trained"]
+    assert not candidate_dir(tmp_path, 1).exists()
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 from handlers.frequency.settings import ExportGraph, FrequencyExport
 from training.common.entry import train_and_report
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
 from training.common.trainer import TrainerOptions, add_trainer_args, trainer_options
-from training.frequency.candidates import history, load_model, select, train_candidates
+from training.frequency.candidates import (
+    history,
+    load_model,
+    select,
+    train_candidates,
+    untrained,
+)
 from training.frequency.config import CONFIGS, TrainConfig
 from training.frequency.data import make_signal
 from training.frequency.export import STEP_FILES
@@ -63,10 +67,10 @@ def run(
     tracking: TrainingRun | None = None,
     progress: bool = True,
     jobs: int | None = None,
-    threads: int = 1,
+    threads: int | None = None,
 ) -> dict:
-    """Train the config's candidate seeds (`jobs` at once, `threads` each; training/frequency/
-    candidates.py), keep the best on validation, export it (parity-gated), evaluate, plot, write
+    """Train the config's candidate seeds (`jobs` at once, `threads` each, until one is under the
+    floor; training/frequency/candidates.py), keep the best on validation, export it (parity-gated), evaluate, plot, write
     the manifest; with `tracking` (an open MLflow run) also log metrics and reports and register
     the export."""
     from training.frequency.export import export_all
@@ -101,6 +105,7 @@ def run(
         "machine": describe_cpu(),  # the CPU train_seconds was measured on
         "seed": kept.seed,
         "candidates": {f"seed-{c.seed}": c.summary() for c in candidates},
+        "candidates_not_trained": untrained(candidates, cfg),  # an earlier seed was under the floor
         "train": train_eval,
         "test": test_eval,
     }
@@ -113,6 +118,7 @@ def run(
         "arch": cfg.arch,
         "seed": kept.seed,
         "validation_worst_mse": {f"seed-{c.seed}": c.score for c in candidates},
+        "candidates_not_trained": metrics["candidates_not_trained"],
         "trained_steps": trained_steps,
         "train_seconds": metrics["train_seconds"],
         "machine": metrics["machine"],
@@ -143,14 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
     p.add_argument("--candidates", type=_seeds,
                    help="comma-separated seeds to train and choose from (default: the config's)")  # fmt: skip
-    p.add_argument("--jobs", type=int, help="candidates trained at once (default: one per core)")
+    p.add_argument("--jobs", type=int,
+                   help="candidates trained at once (default: as many as the cores hold at --threads)")  # fmt: skip
     add_trainer_args(p)
-    # One thread per candidate by default: measured on a shared 2-core machine, a 2-thread LSTM
-    # step spun for 10.7 s of CPU against 0.18 s with one thread once other jobs ran, and two
-    # threads change the float rounding a run's result hinges on (config.py, `candidates`).
-    p.add_argument("--threads", type=int, default=1, help="threads per candidate")
+    # On a machine other jobs share, prefer --threads 1: a 2-thread LSTM step spun for 10.7 s of
+    # CPU against 0.18 s with one thread once a neighbour took a core.
+    p.add_argument("--threads", type=int, help="threads per candidate (default: the config's, 2)")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
     cfg = CONFIGS[args.config]
     if args.arch:
         cfg = dataclasses.replace(cfg, arch=args.arch)
@@ -161,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     return train_and_report(
         "frequency", functools.partial(run, jobs=args.jobs, threads=args.threads), args.out, cfg,
         not args.no_plots, trainer_options(args), track=not args.no_track,
-        params={"threads": args.threads, "jobs": args.jobs},
+        params={"threads": args.threads or cfg.threads, "jobs": args.jobs},
     )  # fmt: skip
 
 

@@ -2,12 +2,15 @@
 
 One 1,800-step run's result hinges on float rounding (training/frequency/config.py: the seed that
 trains well on one thread of one CPU can miss a phase of the 5 Hz component on two threads).
-Which run fails differs between machines, so the pipeline trains `cfg.candidates` (one seed each),
-one process and one thread per candidate, as many at once as there are cores for them; they share
-nothing but the read-only training signals. Each is scored on the validation signal (its own noise
-seed, neither train nor test) by its worst component, stitched or stateful MSE: the failure is
-one frequency, which a mean over four would dilute. The lowest score is kept; above
-`cfg.max_validation_mse` training stops with a `QualityError` and nothing is exported.
+Which run fails differs between machines, so the pipeline trains `cfg.candidates` (one seed each)
+in waves: as many candidates at once as the cores hold at `cfg.threads` threads each (one process
+per candidate; they share nothing but the read-only training signals), and no further wave once a
+candidate is under the floor. Each is scored on the validation signal (its own noise seed, neither
+train nor test) by its worst component, stitched or stateful MSE: the failure is one frequency,
+which a mean over four would dilute. The lowest score trained is kept; above
+`cfg.max_validation_mse` training stops with a `QualityError` and nothing is exported. On two
+cores at two threads a wave is one candidate: the first seed under the floor is the model, the
+next seed trains only when it is not.
 
 Each candidate logs to `<out>/candidates/seed-<k>/` (Lightning CSV: train_mse, val_mse) and keeps
 its checkpoints there (`--resume` continues every candidate). The per-step curves go to MLflow
@@ -118,10 +121,14 @@ def train_candidate(
     return Candidate(seed, steps, time.perf_counter() - started, validation, root)
 
 
+def _cores() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
+
+
 def default_jobs(candidates: int, threads: int) -> int:
     """Candidates trained at once: one per `threads` cores this process may use."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(candidates, (cores or 1) // max(threads, 1)))
+    return max(1, min(candidates, _cores() // max(threads, 1)))
 
 
 def train_candidates(
@@ -130,20 +137,47 @@ def train_candidates(
     out: Path,
     progress: bool = True,
     jobs: int | None = None,
-    threads: int = 1,
+    threads: int | None = None,
 ) -> list[Candidate]:
-    """Every seed of `cfg.candidates`, `jobs` at a time (default: one per `threads` cores); in
-    this process when one at a time, else in spawned processes of `threads` threads each."""
+    """The seeds of `cfg.candidates` in waves of `jobs` (default: one per `threads` cores;
+    `threads` defaults to `cfg.threads`, at most the cores), stopping after the first wave that
+    holds a candidate under `cfg.max_validation_mse` (every seed when there is no floor). A wave
+    of one trains in this process, a larger one in spawned processes of `threads` threads each."""
     seeds = list(dict.fromkeys(cfg.candidates or (cfg.torch_seed,)))
+    threads = max(1, min(threads or cfg.threads, _cores()))
     jobs = jobs or default_jobs(len(seeds), threads)
-    if jobs <= 1:
-        return [train_candidate(cfg, s, opts, candidate_dir(out, s), progress) for s in seeds]
+    floor = cfg.max_validation_mse
+    results: list[Candidate] = []
+    for start in range(0, len(seeds), max(jobs, 1)):
+        wave = seeds[start : start + max(jobs, 1)]
+        if len(wave) == 1:
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                seed = wave[0]
+                results.append(train_candidate(cfg, seed, opts, candidate_dir(out, seed), progress))
+            finally:
+                torch.set_num_threads(before)
+        else:
+            results += _train_side_by_side(cfg, wave, opts, out, progress, threads)
+        if floor is not None and any(c.score <= floor for c in results):
+            break
+    return results
+
+
+def _train_side_by_side(
+    cfg: TrainConfig,
+    seeds: list[int],
+    opts: TrainerOptions,
+    out: Path,
+    progress: bool,
+    threads: int,
+) -> list[Candidate]:
     ctx = get_context("spawn")  # no fork of a process that may hold threads or a CUDA context
     counter = ctx.Value("l", 0)
-    total = len(seeds) * cfg.steps
-    bar = tqdm(total=total, desc=f"frequency: {len(seeds)} seeds, {jobs} at once",
+    bar = tqdm(total=len(seeds) * cfg.steps, desc=f"frequency: seeds {seeds} side by side",
                unit="step", disable=not progress)  # fmt: skip
-    with ProcessPoolExecutor(jobs, ctx, _init_worker, (counter, threads)) as pool:
+    with ProcessPoolExecutor(len(seeds), ctx, _init_worker, (counter, threads)) as pool:
         futures = [pool.submit(train_candidate, cfg, s, opts, candidate_dir(out, s)) for s in seeds]
         while not all(f.done() for f in futures):
             time.sleep(0.5)
@@ -152,6 +186,12 @@ def train_candidates(
     bar.update(counter.value - bar.n)
     bar.close()
     return results
+
+
+def untrained(candidates: list[Candidate], cfg: TrainConfig) -> list[int]:
+    """Seeds of the config a wave before them made unnecessary."""
+    trained = {c.seed for c in candidates}
+    return [s for s in dict.fromkeys(cfg.candidates or (cfg.torch_seed,)) if s not in trained]
 
 
 def select(candidates: list[Candidate], cfg: TrainConfig) -> Candidate:
