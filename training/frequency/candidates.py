@@ -143,13 +143,13 @@ def train_candidates(
     `threads` defaults to `cfg.threads`, at most the cores), stopping after the first wave that
     holds a candidate under `cfg.max_validation_mse` (every seed when there is no floor). A wave
     of one trains in this process, a larger one in spawned processes of `threads` threads each."""
-    seeds = list(dict.fromkeys(cfg.candidates or (cfg.torch_seed,)))
+    seeds = _seeds(cfg)
     threads = max(1, min(threads or cfg.threads, _cores()))
-    jobs = jobs or default_jobs(len(seeds), threads)
+    jobs = max(1, jobs or default_jobs(len(seeds), threads))
     floor = cfg.max_validation_mse
     results: list[Candidate] = []
-    for start in range(0, len(seeds), max(jobs, 1)):
-        wave = seeds[start : start + max(jobs, 1)]
+    for start in range(0, len(seeds), jobs):
+        wave = seeds[start : start + jobs]
         if len(wave) == 1:
             before = torch.get_num_threads()
             torch.set_num_threads(threads)
@@ -191,7 +191,11 @@ def _train_side_by_side(
 def untrained(candidates: list[Candidate], cfg: TrainConfig) -> list[int]:
     """Seeds of the config a wave before them made unnecessary."""
     trained = {c.seed for c in candidates}
-    return [s for s in dict.fromkeys(cfg.candidates or (cfg.torch_seed,)) if s not in trained]
+    return [s for s in _seeds(cfg) if s not in trained]
+
+
+def _seeds(cfg: TrainConfig) -> list[int]:
+    return list(dict.fromkeys(cfg.candidates or (cfg.torch_seed,)))
 
 
 def select(candidates: list[Candidate], cfg: TrainConfig) -> Candidate:
