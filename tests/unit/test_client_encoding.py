@@ -19,8 +19,10 @@ scalars = (
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=5)
-    | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=5)
+    ),
     max_leaves=20,
 )
 

@@ -1,0 +1,75 @@
+"""The handlers' JSON parser (handlers.codec.parse_json) reads every body as `json.loads` does:
+orjson is a faster path, never a different meaning or a different error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from handlers.codec import parse_json
+from handlers.errors import BadEncoding
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()  # unbounded: past 64 bits orjson would make them floats
+    | st.integers(min_value=-(10**25), max_value=10**25)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(st.characters(blacklist_categories=()))  # lone surrogates included
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+def reference(body: bytes | str) -> str:
+    """What json.loads makes of the body, written out (so 1 and 1.0, NaN and null differ)."""
+    try:
+        text = body if isinstance(body, str) else body.decode("utf-8")
+        return json.dumps(json.loads(text))
+    except (ValueError, RecursionError):
+        return "BadEncoding"
+
+
+def parsed(body: bytes | str) -> str:
+    try:
+        return json.dumps(parse_json(body))
+    except BadEncoding:
+        return "BadEncoding"
+
+
+@settings(max_examples=400, deadline=None)
+@given(values)
+@example(10**400)
+@example(-(10**19))
+@example(18446744073709551616)
+@example(float("nan"))
+@example([1e308, "\ud800"])
+def test_json_documents_parse_as_json_loads_parses_them(value):
+    body = json.dumps(value)
+    assert parsed(body.encode()) == reference(body.encode())
+    assert parsed(body) == reference(body)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=40) | st.text(max_size=40).map(str.encode))
+@example(b"1e400")
+@example(b"\xef\xbb\xbf{}")
+@example(b'"\t"')
+@example(b"[1,]")
+@example(b"1" * 401)
+def test_any_bytes_parse_or_fail_as_json_loads(body):
+    assert parsed(body) == reference(body)
+
+
+@pytest.mark.parametrize("body", [b"-9999999999999999999", b"[18446744073709551616]", b"1" * 401])
+def test_long_integers_stay_integers(body):
+    assert parse_json(body) == json.loads(body)
+    assert isinstance(parse_json(body), int | list)
