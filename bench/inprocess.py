@@ -203,9 +203,10 @@ def handler_throughput(
     overrides: dict | None = None,
 ) -> dict:
     """Requests per second of the model's whole handler path in this process, from the wire bytes
-    a worker receives to the answer bytes it returns (JSON parsing as TorchServe's worker does it,
-    then the model's parse, inference and reply): what a served request costs inside the worker,
-    without the frontend, the network or the load generator. The model is its bench.py `load`
+    a worker receives to the answer bytes it returns (the model's parse, inference and reply; the
+    worker hands bodies over as bytes, config.properties' decode_input_request=false): what a
+    served request costs inside the worker, without the frontend, the network or the load
+    generator. The model is its bench.py `load`
     hook's, else its registry `MODEL.load`."""
     from bench.served import float32_request
     from handlers.budget import Overloaded
@@ -224,11 +225,9 @@ def handler_throughput(
             rows.append((json.dumps(p).encode(), {"body": {"content-type": "application/json"}}))
 
     def run(batch: list[tuple[bytes, dict]]) -> None:
-        # TorchServe's worker parses application/json bodies itself; the service does the rest,
-        # exactly as a worker runs it (parse, budget, model, reply).
-        requests = [
-            Request(json.loads(raw) if body == "json" else raw, headers) for raw, headers in batch
-        ]
+        # The worker hands the body over as bytes (decode_input_request=false); the service does
+        # the rest, exactly as a worker runs it (parse, budget, model, reply).
+        requests = [Request(raw, headers) for raw, headers in batch]
         for result in service.handle_batch(requests):
             if isinstance(result, Overloaded):
                 refused[0] += 1  # over the batch's work budget, as served: a fast 503

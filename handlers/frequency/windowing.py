@@ -11,6 +11,7 @@ up to 1) keeps the signal's own ends and any hop exact.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -41,10 +42,18 @@ def taper(window: int, skew: float = SKEW) -> np.ndarray:
     return (np.sin(np.pi * u**skew) ** 2 + _FLOOR).astype(np.float64)
 
 
+@functools.lru_cache(maxsize=16)
+def _shared_taper(window: int, skew: float) -> np.ndarray:
+    w = taper(window, skew)
+    w.setflags(write=False)
+    return w
+
+
 def stitch(pieces: np.ndarray, length: int, hop: int, skew: float = SKEW) -> np.ndarray:
-    """(W, window, ...) per-window outputs → (length, ...) weighted overlap-add."""
+    """(W, window, ...) per-window outputs → (length, ...) weighted overlap-add. Trailing axes are
+    independent series stitched in one pass (every element's sums in the same order as alone)."""
     n, window = pieces.shape[:2]
-    w = taper(window, skew).reshape(window, *([1] * (pieces.ndim - 2)))
+    w = _shared_taper(window, skew).reshape(window, *([1] * (pieces.ndim - 2)))
     total = np.zeros(((n - 1) * hop + window, *pieces.shape[2:]), dtype=np.float64)
     weight = np.zeros((total.shape[0],) + (1,) * (pieces.ndim - 2), dtype=np.float64)
     for k in range(n):

@@ -81,3 +81,17 @@ def test_stitched_10s_output_is_as_good_as_the_models_own_windows(frequency_arti
         f"MSE stitched {mse_stitched:.4f} vs per-window {mse_window:.4f}: ratio {mse_stitched / mse_window:.3f}"
     )
     assert mse_stitched <= 1.1 * mse_window
+
+
+def test_trailing_axes_stitch_as_each_series_alone():
+    """The handler stitches a request's components and bands in one pass; every sample must be
+    bitwise what stitching that series alone gives (answers independent of what rides along)."""
+    rng = np.random.default_rng(3)
+    window, hop, length = 40, 20, 137
+    n = num_windows(length, window, hop)
+    pieces = rng.standard_normal((n, window, 3, 2)).astype(np.float32)
+    together = stitch(pieces, length, hop)
+    assert together.shape == (length, 3, 2)
+    for f in range(3):
+        for k in range(2):
+            assert np.array_equal(together[:, f, k], stitch(pieces[:, :, f, k], length, hop))
