@@ -182,10 +182,15 @@ class Telemetry:
         for v in values:
             self.emit(UNCERTAINTY, float(v), Measure=measure)
 
-    def extractions(self, frequencies: Iterable[float], stds: Iterable[Any]) -> None:
-        """Signal decomposition: one prediction per extracted component, labelled by its Hz, with the
-        component's mean MC-dropout std as its uncertainty score."""
-        pairs = [(f, _mean(sd)) for f, sd in zip(frequencies, stds, strict=True)]
+    def extractions(self, answers: Iterable[tuple[Iterable[float], Iterable[Any]]]) -> None:
+        """Signal decomposition, for a batch's (frequencies, stds) answers: one prediction per
+        extracted component, labelled by its Hz (one counter line per label for the whole batch),
+        with the component's mean MC-dropout std as its uncertainty score."""
+        pairs = [
+            (f, _mean(sd))
+            for frequencies, stds in answers
+            for f, sd in zip(frequencies, stds, strict=True)
+        ]
         self.predictions(f"{f:g}Hz" for f, _ in pairs)
         self.uncertainty("std", [m for _, m in pairs])
 

@@ -95,8 +95,7 @@ class FrequencyModel:
         return [self.explainer.explain(r) if isinstance(r, SignalRequest) else r for r in admitted]
 
     def report(self, answers: list[Extraction], telemetry: Telemetry) -> None:
-        for answer in answers:
-            telemetry.extractions(answer.frequencies, answer.components.std)
+        telemetry.extractions((a.frequencies, a.components.std) for a in answers)
         telemetry.windows(a.windows for a in answers if a.windows)
 
 

@@ -235,13 +235,19 @@ def test_frequency_windows_are_observed_once_per_one_shot_request(tel, fake):
     answers = [Extraction((1.0,), comp, 5), Extraction((1.0,), comp, None, "state", 4)]
     FrequencyModel.report(None, answers + [Extraction((1.0,), comp, 1)], tel)  # type: ignore[arg-type]
     assert fake.values(telemetry.WINDOWS) == [5, 1]  # the stream chunk has none
-    assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [1, 1, 1]  # one per answer
+    # one counter line per label for the whole batch: 3 answers, one increment of 3
+    assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [3]
 
 
 def test_extractions_count_one_prediction_per_component_with_its_mean_std(tel, fake):
     import numpy as np
 
-    tel.extractions((1.0, 3.5), [np.array([0.1, 0.3]), np.array([0.2, 0.2])])
-    assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [1]
+    tel.extractions(
+        [
+            ((1.0, 3.5), [np.array([0.1, 0.3]), np.array([0.2, 0.2])]),
+            ((1.0,), [np.array([0.4, 0.6])]),
+        ]
+    )
+    assert fake.values(telemetry.PREDICTIONS, Label="1Hz") == [2]  # one line for the batch
     assert fake.values(telemetry.PREDICTIONS, Label="3.5Hz") == [1]
-    assert fake.values(telemetry.UNCERTAINTY, Measure="std") == pytest.approx([0.2, 0.2])
+    assert fake.values(telemetry.UNCERTAINTY, Measure="std") == pytest.approx([0.2, 0.2, 0.5])
