@@ -1,11 +1,14 @@
 """Wire format → Python objects, for every handler.
 
-TorchServe hands a request's body over in several shapes: already-parsed JSON (dict, list, str,
+TorchServe can hand a request's body over in several shapes: already-parsed JSON (dict, list, str,
 number) when the Content-Type is exactly `application/json` and the JSON parsed, `str` for `text/*`
 bodies that are valid UTF-8, and raw `bytes`/`bytearray` otherwise (bad JSON, non-UTF-8 text, gRPC,
-`application/json; charset=utf-8`, ...). This module turns all of them into one `Payload` or a
-`RequestError`, so handlers never branch on what the frontend did. It is the one request layer of
-every model: the body, its media type, the headers (`request_header`) and the content encoding.
+`application/json; charset=utf-8`, ...). This project's config.properties turns that decoding off
+(`decode_input_request=false`: every body arrives as the client's bytes and `parse_json` reads it
+once, faster, with json's meaning), and a server started without that line still works. This
+module turns all of them into one `Payload` or a `RequestError`, so handlers never branch on what
+the frontend did. It is the one request layer of every model: the body, its media type, the
+headers (`request_header`) and the content encoding.
 """
 
 from __future__ import annotations
