@@ -47,7 +47,7 @@ def parsed(body: bytes | str) -> str:
         return "BadEncoding"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(values)
 @example(10**400)
 @example(-(10**19))
@@ -60,7 +60,7 @@ def test_json_documents_parse_as_json_loads_parses_them(value):
     assert parsed(body) == reference(body)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=40) | st.text(max_size=40).map(str.encode))
 @example(b"1e400")
 @example(b"\xef\xbb\xbf{}")
