@@ -206,8 +206,7 @@ def handler_throughput(
     a worker receives to the answer bytes it returns (the model's parse, inference and reply; the
     worker hands bodies over as bytes, config.properties' decode_input_request=false): what a
     served request costs inside the worker, without the frontend, the network or the load
-    generator. The model is its bench.py `load`
-    hook's, else its registry `MODEL.load`."""
+    generator. The model is its bench.py `load` hook's, else its registry `MODEL.load`."""
     from bench.served import float32_request
     from handlers.budget import Overloaded
     from handlers.errors import RequestError
