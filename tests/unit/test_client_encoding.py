@@ -6,25 +6,9 @@ import json
 
 import numpy as np
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from clients.client import encode_json, encode_payload
-
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()  # unbounded: past 64 bits orjson refuses
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(st.characters(blacklist_categories=()))  # lone surrogates included
-)
-values = st.recursive(
-    scalars,
-    lambda inner: (
-        st.lists(inner, max_size=5)
-        | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=5)
-    ),
-    max_leaves=20,
-)
+from tests.support.json_values import values
 
 
 def canonical(body: bytes) -> str:

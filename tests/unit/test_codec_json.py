@@ -13,22 +13,7 @@ from hypothesis import strategies as st
 
 from handlers.codec import _may_hold_long_integer, parse_json
 from handlers.errors import BadEncoding
-
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()  # unbounded: past 64 bits orjson would make them floats
-    | st.integers(min_value=-(10**25), max_value=10**25)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(st.characters(blacklist_categories=()))  # lone surrogates included
-)
-values = st.recursive(
-    scalars,
-    lambda inner: (
-        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5)
-    ),
-    max_leaves=20,
-)
+from tests.support.json_values import values
 
 
 def reference(body: bytes | str) -> str:
