@@ -7,6 +7,8 @@ the trained one: throughput does not depend on the weights, and parity is checke
 model's eager float32 output. It is a BERT from `transformers` when that is installed, otherwise a
 plain torch TransformerEncoder of the same size. Checks:
 
+0. A GPU replica's worker (`TS_REQUIRE_GPU=1`) resolves TorchServe's gpu_id 0 to cuda:0, and refuses
+   a gpu_id past the devices torch sees (the unit tests fake CUDA; here it is real).
 1. TorchScript (handlers.runtime.TorchScriptRuntime) runs on cuda:0 and matches eager CPU fp32.
 2. fp16 (autocast) passes the serving fp16 gate (same labels, |diff| <= fp16_atol).
 3. ONNX Runtime: the CUDA provider is in use, or the worker's load-time refusal is shown.
@@ -34,7 +36,12 @@ from torch import nn
 
 from handlers.errors import ArchiveError
 from handlers.registry import MODELS, get
-from handlers.runtime import OnnxRuntime, TorchScriptRuntime
+from handlers.runtime import (
+    REQUIRE_GPU_ENV,
+    OnnxRuntime,
+    TorchScriptRuntime,
+    device_from_properties,
+)
 
 IN, OUT = ("input_ids", "attention_mask"), ("logits", "features")
 VOCAB, HIDDEN, LAYERS, HEADS, FF = 30522, 384, 6, 12, 1536
@@ -193,6 +200,19 @@ def main(argv: list[str] | None = None) -> int:
                 str(gpu_trace)
             )
 
+    def gpu_replica_device():
+        env = {REQUIRE_GPU_ENV: "1"}
+        got = device_from_properties({"gpu_id": "0"}, env)
+        try:
+            past = device_from_properties({"gpu_id": str(torch.cuda.device_count())}, env)
+        except ArchiveError as e:
+            past = f"refused: {e}"
+        return {
+            "ok": got == "cuda:0" and past.startswith("refused"),
+            "gpu_id_0": got,
+            "gpu_id_past_the_devices": past,
+        }
+
     def cpu_trace_refused():
         try:
             TorchScriptRuntime(work / "model.pt", IN, OUT, device=device)
@@ -247,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_abs_diff_vs_cpu_eager": diff,
         }
 
+    check("gpu_replica_device", gpu_replica_device)
     check("cpu_trace_refused_on_gpu", cpu_trace_refused)
     check("torchscript_on_gpu", ts_fp32)
     check("fp16_gate", ts_fp16)

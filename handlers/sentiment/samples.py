@@ -92,6 +92,6 @@ def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
 
 def fp16_atol() -> float:
     """The serving fp16 gate (|diff| against fp32) bench/gpu_check.py checks a GPU run against."""
-    from handlers.sentiment.settings import SentimentSettings
+    from handlers.sentiment.settings import SentimentServing
 
-    return float(SentimentSettings.__dataclass_fields__["fp16_atol"].default)  # type: ignore[arg-type]
+    return float(SentimentServing().fp16_atol)
