@@ -9,10 +9,16 @@ plain torch TransformerEncoder of the same size. Checks:
 
 0. A GPU replica's worker (`TS_REQUIRE_GPU=1`) resolves TorchServe's gpu_id 0 to cuda:0, and refuses
    a gpu_id past the devices torch sees (the unit tests fake CUDA; here it is real).
-1. TorchScript (handlers.runtime.TorchScriptRuntime) runs on cuda:0 and matches eager CPU fp32.
+1. The TorchScript traced on the CPU, as `make train` exports it (training/sentiment/masking.py's
+   ready mask), runs on cuda:0 through handlers.runtime.TorchScriptRuntime and matches eager CPU
+   fp32; a trace made with transformers' own mask code (exports before it) is refused at load.
 2. fp16 (autocast) passes the serving fp16 gate (same labels, |diff| <= fp16_atol).
 3. ONNX Runtime: the CUDA provider is in use, or the worker's load-time refusal is shown.
 4. In-process throughput at batch 1/8/32 × 256 tokens for each runtime that works.
+5. With --artifacts DIR (holding <model>/manifest.json: `make train`'s, or the tiny config's, which
+   is small enough to carry to a bare machine): the model's whole served path (handlers/service.py:
+   parse, predictor, reply) on cuda:0 with its exported TorchScript, fp32 and fp16, answers the
+   same texts as the same path on the CPU.
 
     PYTHONPATH=. python3 bench/gpu_check.py --out reports/gpu     (bench/gpu_check.sh wraps it)
 """
@@ -42,8 +48,17 @@ from handlers.runtime import (
     TorchScriptRuntime,
     device_from_properties,
 )
+from training.sentiment.masking import additive_mask  # torch only: no training stack needed
 
 IN, OUT = ("input_ids", "attention_mask"), ("logits", "features")
+REVIEWS = (
+    "A quietly moving film with a fine cast.",
+    "Dull, overlong and badly acted; I wanted my evening back.",
+    "The first hour drags, but the ending is one of the best I have seen in years, and the lead "
+    "carries every scene she is in with a warmth the script does not deserve.",
+    "Not bad.",
+)
+"""Texts the served path answers on the CPU and on the GPU (check 5): short, long, mixed."""
 VOCAB, HIDDEN, LAYERS, HEADS, FF = 30522, 384, 6, 12, 1536
 GATED = [m.name for m in MODELS if m.hook("fp16_atol")]
 """The models whose samples.py states their serving fp16 gate."""
@@ -58,25 +73,31 @@ class PlainEncoder(nn.Module):
         self.pos = nn.Embedding(512, HIDDEN)
         layer = nn.TransformerEncoderLayer(HIDDEN, HEADS, FF, batch_first=True, activation="gelu")
         self.layers = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
+        # Positions as a buffer (it moves with the module): an arange made in forward would be
+        # traced with the CPU as a literal device.
+        self.register_buffer("positions", torch.arange(512), persistent=False)
 
     def forward(self, ids, mask):
-        pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+        pos = self.positions[: ids.shape[1]].unsqueeze(0)
         return self.layers(self.tok(ids) + self.pos(pos), src_key_padding_mask=mask == 0)
 
 
 class Model(nn.Module):
     """(input_ids, attention_mask) → (logits, features), like the gated model's training package."""
 
-    def __init__(self, encoder: nn.Module, hf: bool):
+    def __init__(self, encoder: nn.Module, hf: bool, ready_mask: bool = True):
         super().__init__()
-        self.encoder, self.hf = encoder, hf
+        self.encoder, self.hf, self.ready_mask = encoder, hf, ready_mask
         self.head = nn.Sequential(
             nn.Linear(HIDDEN, 256), nn.GELU(approximate="tanh"), nn.Linear(256, 2)
         )
 
     def forward(self, ids, mask):
         if self.hf:
-            hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            # As training's model: a ready 4D mask, so a CPU trace names no device.
+            # ready_mask=False is the export before it (transformers' own mask code).
+            m4 = additive_mask(mask) if self.ready_mask else mask
+            hidden = self.encoder(input_ids=ids, attention_mask=m4).last_hidden_state
         else:
             hidden = self.encoder(ids, mask)
         m = mask.unsqueeze(-1).to(hidden.dtype)
@@ -146,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", default="1,8,32")
     p.add_argument("--min-seconds", type=float, default=2.0)
     p.add_argument("--model", choices=GATED, default=GATED[0] if GATED else None)
+    p.add_argument("--artifacts", type=Path, help="holds <model>/manifest.json: check 5")
     args = p.parse_args(argv)
     fp16_atol = get(args.model).hook("fp16_atol")()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -176,8 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     probe = inputs(8, 77, seed=1)
     want = eager(model, probe)
     example = tuple(torch.from_numpy(inputs(2, 16, seed=7)[n]) for n in IN)
+    # Traced here, on the CPU, as `make train` exports: with the ready 4D mask it names no device
+    # and must run on the GPU. The export from before that mask (transformers' mask code, which
+    # a trace records with the CPU as a literal device) must be refused there at load.
     with torch.no_grad():
         torch.jit.trace(model, example, check_trace=False).save(str(work / "model.pt"))
+        if getattr(model, "hf", False):
+            before = copy.deepcopy(model)
+            before.ready_mask = False
+            torch.jit.trace(before, example, check_trace=False).save(str(work / "before.pt"))
     runners: dict = {}
     device = "cuda:0" if torch.cuda.is_available() else "cpu"
 
@@ -189,16 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"[{name}] {json.dumps(checks[name])}", flush=True)
 
-    # What training exports (traced on a CPU machine) hard-codes CPU tensors: the worker must
-    # refuse it on a GPU at load. Traced on the GPU itself, the same model runs there.
-    gpu_trace = work / "model.pt"
-    if device != "cpu":
-        gpu_trace = work / "model_gpu.pt"
-        on_gpu = copy.deepcopy(model).to(device)
-        with torch.no_grad():
-            torch.jit.trace(on_gpu, tuple(t.to(device) for t in example), check_trace=False).save(
-                str(gpu_trace)
-            )
+    cpu_trace = work / "model.pt"
 
     def gpu_replica_device():
         env = {REQUIRE_GPU_ENV: "1"}
@@ -213,15 +233,17 @@ def main(argv: list[str] | None = None) -> int:
             "gpu_id_past_the_devices": past,
         }
 
-    def cpu_trace_refused():
+    def cpu_trace_before_refused():
+        if not (work / "before.pt").exists():
+            return {"ok": True, "skipped": "no transformers encoder here"}
         try:
-            TorchScriptRuntime(work / "model.pt", IN, OUT, device=device)
+            TorchScriptRuntime(work / "before.pt", IN, OUT, device=device)
         except ArchiveError as e:
             return {"ok": "traced on the CPU" in str(e), "refused_at_load": str(e)}
         return {"ok": device == "cpu", "refused_at_load": None}
 
     def ts_fp32():
-        rt = TorchScriptRuntime(gpu_trace, IN, OUT, device=device)
+        rt = TorchScriptRuntime(cpu_trace, IN, OUT, device=device)
         runners[f"torchscript fp32 {device}"] = rt.run
         on = next(rt._module.parameters()).device
         diff = max_diff(want, rt.run(probe))
@@ -232,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     def ts_fp16():
-        fp32 = TorchScriptRuntime(gpu_trace, IN, OUT, device=device)
-        rt = TorchScriptRuntime(gpu_trace, IN, OUT, device=device, fp16=True)
+        fp32 = TorchScriptRuntime(cpu_trace, IN, OUT, device=device)
+        rt = TorchScriptRuntime(cpu_trace, IN, OUT, device=device, fp16=True)
         a, b = fp32.run(probe), rt.run(probe)
         diff = max_diff(a, b)
         same = bool(np.array_equal(a["logits"].argmax(-1), b["logits"].argmax(-1)))
@@ -267,11 +289,51 @@ def main(argv: list[str] | None = None) -> int:
             "max_abs_diff_vs_cpu_eager": diff,
         }
 
+    def served_on_gpu(fp16: bool):
+        import yaml
+
+        from handlers.service import ModelService, Request
+
+        spec = get(args.model)
+        config = yaml.safe_load(spec.model_config.read_text()).get("handler") or {}
+        config = config | {"runtime": "torchscript"}
+        load = spec.model_class().load
+        art = args.artifacts / args.model
+        cpu = ModelService(load(art, config, "cpu"))
+        gpu = ModelService(load(art, config | {"fp16": fp16}, device))
+        bodies = [{"text": t} for t in REVIEWS] + [{"texts": list(REVIEWS)}]
+        requests = [
+            Request(json.dumps(b).encode(), {"body": {"content-type": "application/json"}})
+            for b in bodies
+        ]
+        a = [json.loads(r.body) for r in cpu.handle_batch(requests)]  # type: ignore[union-attr]
+        b = [json.loads(r.body) for r in gpu.handle_batch(requests)]  # type: ignore[union-attr]
+        flat = [x for ans in a for x in (ans if isinstance(ans, list) else [ans])]
+        got = [x for ans in b for x in (ans if isinstance(ans, list) else [ans])]
+        diff = max(
+            abs(x["probabilities"][k] - y["probabilities"][k])
+            for x, y in zip(flat, got, strict=True)
+            for k in x["probabilities"]
+        )
+        same = [x["label"] for x in flat] == [y["label"] for y in got]
+        limit = 0.02 if fp16 else 1e-4
+        return {
+            "ok": same and diff <= limit and gpu.model.predictor.runtime.device == device,
+            "answers": len(got),
+            "same_labels": same,
+            "max_probability_diff_vs_cpu": diff,
+            "limit": limit,
+            "device": gpu.model.predictor.runtime.device,
+        }
+
     check("gpu_replica_device", gpu_replica_device)
-    check("cpu_trace_refused_on_gpu", cpu_trace_refused)
-    check("torchscript_on_gpu", ts_fp32)
+    check("cpu_trace_before_ready_mask_refused_on_gpu", cpu_trace_before_refused)
+    check("cpu_traced_torchscript_on_gpu", ts_fp32)
     check("fp16_gate", ts_fp16)
     check("onnxruntime_cuda_provider", onnx_cuda)
+    if args.artifacts is not None:
+        check("served_path_on_gpu_fp32", lambda: served_on_gpu(False))
+        check("served_path_on_gpu_fp16", lambda: served_on_gpu(True))
 
     for name, run in runners.items():
         for b in (int(x) for x in args.batches.split(",")):

@@ -136,8 +136,9 @@ class TorchScriptRuntime(_ExportedModel):
             if "cpu" in pinned:
                 raise ArchiveError(
                     f"{self.path.name} was traced on the CPU and hard-codes CPU tensors (the "
-                    f"encoder's mask code), so it cannot run on {self.device}: serve runtime: onnx "
-                    "with onnxruntime-gpu (requirements-gpu.txt), or trace on a GPU machine"
+                    f"encoder's mask code of exports before 2026-11-27), so it cannot run on "
+                    f"{self.device}: export it again (make train: today's export names no device), "
+                    "or serve runtime: onnx with onnxruntime-gpu (requirements-gpu.txt)"
                 )
         self._module = torch.jit.load(str(self.path), map_location=self.device).eval()
 

@@ -207,16 +207,49 @@ def test_switches_must_be_booleans(sentiment_artifacts, key):
     assert getattr(parse_settings(manifest, {key: True}), key) is True
 
 
-def test_cpu_traced_torchscript_is_refused_on_cuda_at_load_with_the_reason(sentiment_artifacts):
-    """Measured on an H200: the encoder's trace hard-codes CPU tensors (transformers' mask code),
-    so the exported model.pt fails on cuda:0 with a device mismatch. The worker refuses it at load
-    instead, naming the way out (ONNX with onnxruntime-gpu)."""
+def test_the_torchscript_a_cpu_exports_names_no_device(sentiment_artifacts):
+    """Measured on an H200: transformers' mask code creates index tensors on the device it runs
+    on, and a trace records that as `torch.device("cpu")`, so the model.pt a CPU training run
+    exported failed on cuda:0. The model now hands the encoder a ready 4D mask
+    (training/sentiment/masking.py): the trace names no device and a GPU worker loads it."""
+    from handlers.runtime import pinned_devices
+
+    # A GPU worker refuses a trace exactly when this names "cpu" (the next tests but one).
+    assert pinned_devices(torch.jit.load(str(sentiment_artifacts / "model.pt"))) == set()
+
+
+def test_the_additive_mask_gives_the_encoders_own_numbers():
+    """The 4D mask is the one transformers builds from the 2D mask: the encoder's output is
+    bitwise the same either way, padding included."""
+    from training.sentiment.config import TINY
+    from training.sentiment.masking import additive_mask
+    from training.sentiment.model import build_model
+
+    encoder = build_model(TINY).eval().encoder
+    ids = torch.randint(1000, 30000, (3, 20), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(3, 20, dtype=torch.long)
+    mask[1, 12:], mask[2, 3:] = 0, 0
+    with torch.no_grad():
+        theirs = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        ours = encoder(input_ids=ids, attention_mask=additive_mask(mask)).last_hidden_state
+    assert torch.equal(theirs, ours)
+
+
+def test_a_torchscript_that_pins_the_cpu_is_refused_on_cuda_at_load_with_the_reason(tmp_path):
+    """An archive exported before the 4D mask (or any trace that recorded a CPU device) is refused
+    by a GPU worker at load, naming the way out, instead of failing its first request."""
     from handlers.runtime import TorchScriptRuntime, pinned_devices
 
-    assert "cpu" in pinned_devices(torch.jit.load(str(sentiment_artifacts / "model.pt")))
+    class Positions(torch.nn.Module):
+        def forward(self, ids, mask):
+            return (ids * mask + torch.arange(ids.shape[1], device=ids.device)).float()
+
+    example = (torch.ones(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.long))
+    torch.jit.trace(Positions(), example, check_trace=False).save(str(tmp_path / "model.pt"))
+    assert "cpu" in pinned_devices(torch.jit.load(str(tmp_path / "model.pt")))
     with pytest.raises(ArchiveError, match="traced on the CPU.*onnxruntime-gpu"):
         TorchScriptRuntime(
-            sentiment_artifacts / "model.pt", ("input_ids", "attention_mask"), ("logits",), "cuda:0"
+            tmp_path / "model.pt", ("input_ids", "attention_mask"), ("logits",), "cuda:0"
         )
 
 
@@ -224,9 +257,9 @@ def test_the_shipped_gpu_runtime_is_one_a_cpu_training_run_produces(
     sentiment_artifacts, monkeypatch
 ):
     """What GPU replicas serve is the archive's model-config runtime (the GPU overlay changes the
-    image, not the archive). It must be ONNX: `make train` on a CPU-only machine exports a
-    TorchScript that CUDA refuses (test above), while the ONNX graph carries no device and runs
-    under onnxruntime-gpu's CUDA provider (faked here), answering as on the CPU."""
+    image, not the archive). It is ONNX: the graph `make train` exports on a CPU-only machine
+    carries no device and runs under onnxruntime-gpu's CUDA provider (faked here), answering as
+    on the CPU."""
     import yaml
 
     root = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 
 from handlers.uncertainty import MLPHead
 from training.sentiment.config import SentimentConfig
+from training.sentiment.masking import additive_mask
 
 # nn.GELU(approximate="tanh") is the gelu MLPHead implements; the exact erf form differs by ~1e-3.
 _TORCH_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
@@ -77,7 +78,11 @@ class SentimentModel(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        # A ready 4D mask (training/sentiment/masking.py): the trace names no device, so the
+        # TorchScript a CPU machine exports runs on a GPU too.
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=additive_mask(attention_mask)
+        ).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         # Padding must not dilute the mean; clamp guards an all-padding row.
         features = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
