@@ -66,8 +66,9 @@ class TrainConfig:
     component (3 Hz stitched) of 0.029, 0.028 and 0.033 on the validation signal, seed 0 on two
     threads with 0.017, but seed 1 on two threads (other rounding, same seed) never learnt a
     phase of the 5 Hz component (0.087; stateful MSE 0.088 on the test signal), as seed 0 did
-    under an earlier recipe. Which run fails differs between CPUs and thread counts, so no one
-    seed is safe on every machine."""
+    under an earlier recipe. On the AVX-512 BF16 EPYC (Zen 4) it is the other way round: seed 0
+    on two threads misses 5 Hz (0.088) and seed 1 on two threads is kept (0.039). Which run
+    fails differs between CPUs and thread counts, so no one seed is safe on every machine."""
     threads: int = 2
     """Threads per candidate (at most the cores). Two: 1.58x one thread's steps/s on the 2-core
     AVX2 EPYC (9:25 for seed 0's whole run against 15:40 for two one-thread seeds side by side),
