@@ -68,7 +68,9 @@ class TrainConfig:
     phase of the 5 Hz component (0.087; stateful MSE 0.088 on the test signal), as seed 0 did
     under an earlier recipe. On the AVX-512 BF16 EPYC (Zen 4) it is the other way round: seed 0
     on two threads misses 5 Hz (0.088) and seed 1 on two threads is kept (0.039). Which run
-    fails differs between CPUs and thread counts, so no one seed is safe on every machine."""
+    fails differs between CPUs and thread counts, so no one seed is safe on every machine. A loss
+    weighted toward the worst component moved which seeds miss, not how many (docs/performance.md,
+    "A loss that follows the worst component")."""
     threads: int = 2
     """Threads per candidate (at most the cores). Two: 1.58x one thread's steps/s on the 2-core
     AVX2 EPYC (9:25 for seed 0's whole run against 15:40 for two one-thread seeds side by side),
