@@ -306,10 +306,13 @@ def main(argv: list[str] | None = None) -> int:
             Request(json.dumps(b).encode(), {"body": {"content-type": "application/json"}})
             for b in bodies
         ]
-        a = [json.loads(r.body) for r in cpu.handle_batch(requests)]  # type: ignore[union-attr]
-        b = [json.loads(r.body) for r in gpu.handle_batch(requests)]  # type: ignore[union-attr]
-        flat = [x for ans in a for x in (ans if isinstance(ans, list) else [ans])]
-        got = [x for ans in b for x in (ans if isinstance(ans, list) else [ans])]
+
+        def answers(service: ModelService) -> list[dict]:
+            """One answer per text: a {"texts": [...]} request's list is flattened."""
+            out = [json.loads(r.body) for r in service.handle_batch(requests)]  # type: ignore[union-attr]
+            return [x for ans in out for x in (ans if isinstance(ans, list) else [ans])]
+
+        flat, got = answers(cpu), answers(gpu)
         diff = max(
             abs(x["probabilities"][k] - y["probabilities"][k])
             for x, y in zip(flat, got, strict=True)
