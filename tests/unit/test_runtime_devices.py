@@ -214,7 +214,8 @@ def test_the_torchscript_a_cpu_exports_names_no_device(sentiment_artifacts):
     (training/sentiment/masking.py): the trace names no device and a GPU worker loads it."""
     from handlers.runtime import pinned_devices
 
-    # A GPU worker refuses a trace exactly when this names "cpu" (the next tests but one).
+    # A GPU worker refuses a trace exactly when this names "cpu"
+    # (test_a_torchscript_that_pins_the_cpu_is_refused_on_cuda_at_load_with_the_reason).
     assert pinned_devices(torch.jit.load(str(sentiment_artifacts / "model.pt"))) == set()
 
 
