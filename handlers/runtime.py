@@ -13,10 +13,15 @@ overlay) fails to load when torch has no usable CUDA device or TorchServe gave i
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import re
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -251,6 +256,91 @@ class OnnxRuntime(_ExportedModel):
         return dict(zip(self.output_names, outs, strict=True))
 
 
+class CoreSlots:
+    """The cores a model's workers on one host share, one lock file per core (`share_cores`).
+
+    `claim()` takes every slot when all are free (the worker's runtime then runs on all its
+    threads) and otherwise one (it waits for one when none is): a lone request gets every core,
+    and under load each worker runs on one core beside the others instead of queueing for all of
+    them or splitting them between more runtime threads than cores. The locks are flocks on files
+    named by the model's directory, so every worker of one model version shares them, and the
+    kernel frees a dead worker's slots whatever it was doing."""
+
+    def __init__(self, key: str | Path, count: int, folder: str | Path | None = None):
+        if count < 1:
+            raise ValueError("a model shares at least one core")
+        digest = hashlib.sha256(str(Path(key).resolve()).encode()).hexdigest()[:16]
+        base = Path(folder or tempfile.gettempdir())
+        self.paths = [base / f"ts-cores-{digest}-{i}.lock" for i in range(count)]
+        try:
+            self._fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o600) for p in self.paths]
+        except OSError as e:
+            raise ArchiveError(
+                f"share_cores keeps its locks in TMPDIR ({base}), which the worker cannot write: {e}"
+            ) from e
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    @contextmanager
+    def claim(self) -> Iterator[int]:
+        """Hold all slots or one for the block; yields how many are held."""
+        held = [fd for fd in self._fds if _try_lock(fd)]
+        if len(held) < len(self._fds):
+            for fd in held[1:]:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            held = held[:1]
+            if not held:
+                # Every slot busy: wait for the first. With two workers the other holds both, and
+                # frees them at once.
+                fcntl.flock(self._fds[0], fcntl.LOCK_EX)
+                held = [self._fds[0]]
+        try:
+            yield len(held)
+        finally:
+            for fd in held:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def core_slots(model_dir: str | Path, threads: int | None, share: bool) -> CoreSlots | None:
+    """The slots a model's workers share when its settings say `share_cores` (one per thread)."""
+    return CoreSlots(model_dir, threads or 1) if share else None
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@dataclass
+class SharedCores:
+    """One exported graph opened twice: on every shared core (`wide`) and on one (`narrow`); each
+    call runs on the one that matches the slots it could claim. Only for graphs whose answers are
+    bitwise the same on one thread and on many, so an answer never depends on the load: ONNX
+    Runtime's CPU kernels split an op's outputs between threads, not the terms of one sum
+    (tests/unit/test_core_slots.py holds it for each model's served answers)."""
+
+    wide: Runtime
+    narrow: Runtime
+    slots: CoreSlots
+    input_names: tuple[str, ...] = field(init=False)
+    output_names: tuple[str, ...] = field(init=False)
+    device: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.input_names = self.wide.input_names
+        self.output_names = self.wide.output_names
+        self.device = self.wide.device
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with self.slots.claim() as held:
+            runtime = self.wide if held == len(self.slots) else self.narrow
+            return runtime.run(inputs)
+
+
 def load_runtime(
     kind: str,
     model_dir: str | Path,
@@ -261,8 +351,10 @@ def load_runtime(
     filename: str | None = None,
     fp16: bool = False,
     spinning: bool = False,
+    slots: CoreSlots | None = None,
 ) -> Runtime:
-    """Open the exported model of `kind` (see RUNTIME_FILES) found in `model_dir`."""
+    """Open the exported model of `kind` (see RUNTIME_FILES) found in `model_dir`. With `slots`
+    (ONNX on the CPU), the model's workers share `len(slots)` cores (`SharedCores`)."""
     if kind not in RUNTIME_FILES:
         raise ArchiveError(f"runtime must be one of {sorted(RUNTIME_FILES)}, not {kind!r}")
     path = Path(model_dir) / (filename or RUNTIME_FILES[kind])
@@ -272,7 +364,17 @@ def load_runtime(
     if kind in ONNX_KINDS:
         if fp16:
             raise ArchiveError("fp16 is a TorchScript option (runtime: torchscript on a GPU)")
+        if slots is not None and device == "cpu":
+            return SharedCores(
+                OnnxRuntime(*names, device=device, threads=len(slots), spinning=spinning),
+                OnnxRuntime(*names, device=device, threads=1, spinning=spinning),
+                slots,
+            )
         return OnnxRuntime(*names, device=device, threads=threads, spinning=spinning)
+    if slots is not None and device == "cpu":
+        raise ArchiveError(
+            "share_cores is an ONNX Runtime setting (TorchScript's threads are per process)"
+        )
     return TorchScriptRuntime(*names, device=device, threads=threads, fp16=fp16)
 
 

@@ -28,6 +28,11 @@ class ServingSettings(BaseModel):
     profile: bool = False
     """TorchServe's own key: log the handler's stage times (read by TorchServe's `timed`
     decorator, ts/handler_utils/timer.py, not by this project's handlers)."""
+    share_cores: bool = False
+    """The model's workers on one host share `threads` cores (handlers/runtime.CoreSlots, ONNX
+    Runtime on the CPU): a worker runs on all of them while the others are idle and on one
+    beside them under load, so a lone request gets every core and a busy replica runs its
+    workers side by side. Each worker opens its graph twice (all cores, one core)."""
     explain_share: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Most of a worker's time /explanations may take (over the last 10 s): past it they get a
     503 + Retry-After without running, so predictions keep at least the rest (handlers/explain.py)."""

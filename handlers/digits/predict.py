@@ -27,7 +27,7 @@ from handlers.digits.pixels import model_batch
 from handlers.digits.settings import DigitsSettings, parse_settings
 from handlers.errors import ArchiveError, RequestError
 from handlers.predictor import Predictor
-from handlers.runtime import Runtime, load_runtime
+from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
 UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
@@ -96,6 +96,7 @@ class DigitsPredictor(Predictor[DigitsSettings]):
             (export.output_name, export.features_name),
             device,
             settings.threads,
+            slots=core_slots(model_dir, settings.threads, settings.serving.share_cores),
         )
         head_path = Path(model_dir) / export.head
         if not head_path.is_file():

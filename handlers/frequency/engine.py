@@ -13,7 +13,7 @@ from handlers.frequency.codec import SignalRequest
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.state import StreamState
 from handlers.frequency.windowing import split, stitch
-from handlers.runtime import Runtime, load_runtime
+from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.uncertainty import MLPHead
 
 
@@ -87,6 +87,7 @@ class FrequencyEngine:
     def __init__(self, settings: FrequencySettings, model_dir: str | Path, device: str = "cpu"):
         self.settings = settings
         s = settings
+        slots = core_slots(model_dir, s.threads, s.serving.share_cores)
         self.sequence: Runtime = load_runtime(
             s.runtime,
             model_dir,
@@ -96,10 +97,11 @@ class FrequencyEngine:
             s.threads,
             s.sequence.filename,
             spinning=s.serving.intra_op_spinning,
+            slots=slots,
         )
         self.step: Runtime = load_runtime(
             s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads,
-            s.step.filename, spinning=s.serving.intra_op_spinning,
+            s.step.filename, spinning=s.serving.intra_op_spinning, slots=slots,
         )  # fmt: skip
         self.head = MLPHead.load(Path(model_dir) / s.head_file)
         self.masks = self.head.masks(s.mc_samples, s.seed)

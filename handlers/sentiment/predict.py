@@ -11,7 +11,7 @@ from threadpoolctl import ThreadpoolController
 
 from handlers.errors import ArchiveError
 from handlers.predictor import Predictor
-from handlers.runtime import Runtime, load_runtime, resolve_runtime
+from handlers.runtime import Runtime, core_slots, load_runtime, resolve_runtime
 from handlers.sentiment.settings import SentimentSettings, parse_settings
 from handlers.sentiment.tokenize import EncodedBatch, TextEncoder
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
@@ -49,6 +49,7 @@ class SentimentPredictor(Predictor[SentimentSettings]):
         self.runtime_kind, self.runtime_reason = resolve_runtime(
             settings.runtime, model_dir, device
         )
+        self._slots = core_slots(model_dir, settings.threads, settings.share_cores)
         self.runtime: Runtime = self._open(model_dir, device, settings.fp16)
         self.head = MLPHead.load(model_dir / settings.head_file)
         if (
@@ -81,6 +82,7 @@ class SentimentPredictor(Predictor[SentimentSettings]):
             s.threads,
             fp16=fp16,
             spinning=s.intra_op_spinning,
+            slots=self._slots,
         )
 
     def _fp16_gate(self, fp32: Runtime) -> None:

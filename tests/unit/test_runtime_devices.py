@@ -197,7 +197,7 @@ def test_fp16_is_refused_for_onnx_runtimes(sentiment_artifacts):
         SentimentPredictor.from_dir(sentiment_artifacts, {"runtime": "onnx-int8", "fp16": True})
 
 
-@pytest.mark.parametrize("key", ["fp16", "intra_op_spinning"])
+@pytest.mark.parametrize("key", ["fp16", "intra_op_spinning", "share_cores"])
 def test_switches_must_be_booleans(sentiment_artifacts, key):
     import json
 
