@@ -199,13 +199,14 @@ def lone_clients(report: dict) -> list[dict]:
     batching tax a lone client pays), and the 16-client throughput against the same model, runtime
     and body served with the model-config's own settings (a variant must not cost throughput)."""
     out = []
-    base16 = {}
+    base16: dict[tuple, float] = {}
+    own16: dict[tuple, float] = {}  # the model-config's own row (its first: its own workers)
     for r in report["results"]:
         at16 = [s for s in r["served"] if s["protocol"] == "rest" and s["concurrency"] == 16]
         if not r.get("variant") and at16:
-            base16[(r["model"], r["runtime"], r.get("body", "json"), r.get("workers", 1))] = at16[
-                0
-            ]["rps"]
+            key = (r["model"], r["runtime"], r.get("body", "json"))
+            base16[(*key, r.get("workers", 1))] = at16[0]["rps"]
+            own16.setdefault(key, at16[0]["rps"])
     for r in report["results"]:
         lone = r.get("lone_in_process")
         one = [s for s in r["served"] if s["protocol"] == "rest" and s["concurrency"] == 1]
@@ -213,7 +214,10 @@ def lone_clients(report: dict) -> list[dict]:
             continue
         at16 = [s for s in r["served"] if s["protocol"] == "rest" and s["concurrency"] == 16]
         rps16 = at16[0]["rps"] if at16 else None
-        base = base16.get((r["model"], r["runtime"], r.get("body", "json"), r.get("workers", 1)))
+        key = (r["model"], r["runtime"], r.get("body", "json"))
+        base = base16.get((*key, r.get("workers", 1)))
+        if base is None and r.get("variant"):  # a variant that sets its own worker count
+            base = own16.get(key)
         out.append(
             {
                 "model": r["model"],

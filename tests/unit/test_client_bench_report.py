@@ -294,3 +294,27 @@ def test_a_variant_is_served_beside_the_model_config_and_the_lone_client_tax_is_
     assert got["maxBatchDelay=20"]["tax_ms"] == pytest.approx(26.0)
     assert got["maxBatchDelay=20"]["rps16_over_config"] == pytest.approx(0.95)
     assert got["maxBatchDelay=20"]["kind"] == "json [maxBatchDelay=20]"
+
+
+def test_a_variant_with_other_workers_is_held_against_the_model_configs_own_row():
+    """`--variant minWorkers=2,...` serves another worker count: its 16-client throughput is held
+    against the model-config's row (one worker), not left blank for want of a two-worker one."""
+    from bench.report import lone_clients
+
+    def row(variant, workers, rps16):
+        return {
+            "model": "frequency",
+            "runtime": "onnx",
+            "body": "float32",
+            "workers": workers,
+            "variant": variant,
+            "in_process": {"batch_size": 8, "threads": 2, "rps": 70.0},
+            "lone_in_process": {"p50_ms": 13.0, "p95_ms": 14.0, "calls": 50},
+            "served": [_level(1, 45.0), _level(16, rps16)],
+            "paced": [],
+        }
+
+    report = {"results": [row(None, 1, 60.0), row("minWorkers=2,maxWorkers=2", 2, 63.0)]}
+    got = {r["variant"]: r for r in lone_clients(report)}
+    assert got["minWorkers=2,maxWorkers=2"]["rps16_over_config"] == pytest.approx(1.05)
+    assert got[None]["rps16_over_config"] == 1.0
