@@ -372,9 +372,10 @@ def load_runtime(
             )
         return OnnxRuntime(*names, device=device, threads=threads, spinning=spinning)
     if slots is not None and device == "cpu":
-        raise ArchiveError(
-            "share_cores is an ONNX Runtime setting (TorchScript's threads are per process)"
-        )
+        # TorchScript's threads are the process's, and its kernels may sum in another order on
+        # another thread count: each worker runs on one core, the shape shared cores take under load.
+        log.info("share_cores: TorchScript on the CPU runs each worker on one thread")
+        threads = 1
     return TorchScriptRuntime(*names, device=device, threads=threads, fp16=fp16)
 
 

@@ -32,7 +32,8 @@ class ServingSettings(BaseModel):
     """The model's workers on one host share `threads` cores (handlers/runtime.CoreSlots, ONNX
     Runtime on the CPU): a worker runs on all of them while the others are idle and on one
     beside them under load, so a lone request gets every core and a busy replica runs its
-    workers side by side. Each worker opens its graph twice (all cores, one core)."""
+    workers side by side. Each worker opens its graph twice (all cores, one core). TorchScript on
+    the CPU, whose threads are the process's, then runs each worker on one thread."""
     explain_share: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Most of a worker's time /explanations may take (over the last 10 s): past it they get a
     503 + Retry-After without running, so predictions keep at least the rest (handlers/explain.py)."""

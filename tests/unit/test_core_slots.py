@@ -15,7 +15,7 @@ import pytest
 from handlers.errors import ArchiveError
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import FrequencyPredictor
-from handlers.runtime import CoreSlots, SharedCores
+from handlers.runtime import CoreSlots, SharedCores, TorchScriptRuntime
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
@@ -132,11 +132,14 @@ def test_an_answer_is_bitwise_the_same_on_one_core_and_on_all(shared, frequency_
         assert np.array_equal(a.components.std, b.components.std)
 
 
-def test_torchscript_refuses_to_share_cores(frequency_artifacts):
-    with pytest.raises(ArchiveError, match="share_cores"):
-        FrequencyPredictor.from_dir(
-            frequency_artifacts, SHARED | {"runtime": "torchscript"}, state_key=KEY
-        )
+def test_torchscript_runs_each_worker_on_one_core_when_cores_are_shared(frequency_artifacts):
+    """Switching runtime: to torchscript must not fail a model-config that shares its cores:
+    TorchScript's threads are per process, so each worker runs on one (the shape under load)."""
+    predictor = FrequencyPredictor.from_dir(
+        frequency_artifacts, SHARED | {"runtime": "torchscript"}, state_key=KEY
+    )
+    assert isinstance(predictor.engine.sequence, TorchScriptRuntime)
+    assert predictor.engine.sequence.threads == 1
 
 
 @pytest.mark.parametrize("runtime", ["onnx", "onnx-int8"])
