@@ -101,3 +101,38 @@ def test_the_default_runtime_answers_a_text_alike_alone_and_in_a_full_batch(
             inside = client.predict("sentiment", {"texts": texts})[position]
             for label, p in alone["probabilities"].items():
                 assert inside["probabilities"][label] == pytest.approx(p, abs=1e-6)
+
+
+def test_a_texts_answer_under_load_is_bitwise_its_answer_alone(default_server):
+    """The workers share the cores (`share_cores`): alone a text runs on both, under load on one
+    beside the other worker. Its answer must not move by a bit either way."""
+    import threading
+
+    settings = default_server[0].client_settings()
+    with connect("rest", settings) as client:
+        alone = client.predict("sentiment", {"text": TEXTS[0]})
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            with connect("rest", settings) as other:
+                while not stop.is_set():
+                    other.predict("sentiment", {"text": "The cinematography is stunning " * 8})
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=load) for _ in range(6)]
+    for t in threads:
+        t.start()
+    try:
+        with connect("rest", settings) as client:
+            busy = [client.predict("sentiment", {"text": TEXTS[0]}) for _ in range(12)]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors
+    for answer in busy:
+        assert answer["probabilities"] == alone["probabilities"]
+        assert answer["uncertainty"] == alone["uncertainty"]
