@@ -271,9 +271,9 @@ class CoreSlots:
             raise ValueError("a model shares at least one core")
         digest = hashlib.sha256(str(Path(key).resolve()).encode()).hexdigest()[:16]
         base = Path(folder or tempfile.gettempdir())
-        self.paths = [base / f"ts-cores-{digest}-{i}.lock" for i in range(count)]
+        paths = [base / f"ts-cores-{digest}-{i}.lock" for i in range(count)]
         try:
-            self._fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o600) for p in self.paths]
+            self._fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o600) for p in paths]
         except OSError as e:
             raise ArchiveError(
                 f"share_cores keeps its locks in TMPDIR ({base}), which the worker cannot write: {e}"

@@ -115,11 +115,9 @@ def classify_with_uncertainty(
     product's terms, by the matrix's shape, so over a whole batch a row's answer moved in its last
     bits with its neighbours (a served text's mutual information by 1.2e-7). Alone, a row's answer
     is bitwise the same in any batch."""
-    if features.shape[0] == 1:
+    if len(features) <= 1:
         return _classify(features, head, masks, temperature)
     rows = [_classify(features[i : i + 1], head, masks, temperature) for i in range(len(features))]
-    if not rows:
-        rows = [_classify(features, head, masks, temperature)]  # (0, D): the empty shapes
     return ClassUncertainty(
         probabilities=np.concatenate([r.probabilities for r in rows]),
         entropy=np.concatenate([r.entropy for r in rows]),

@@ -2,12 +2,12 @@
 worker runs on all of them, a busy one beside another on one, a dead one frees what it held, and
 an answer is bitwise the same on one core and on all (so it never depends on the load)."""
 
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +19,7 @@ from handlers.runtime import CoreSlots, SharedCores, TorchScriptRuntime
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 
+ROOT = Path(__file__).resolve().parents[2]
 KEY = b"a-test-key-shared-by-every-worker"
 SHARED = {"runtime": "onnx", "threads": 2, "share_cores": True, "max_samples": 5000}
 
@@ -81,8 +82,7 @@ def test_a_killed_worker_frees_its_cores(tmp_path):
         "    print(held, flush=True)\n"
         "    time.sleep(60)\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=root)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=ROOT)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"2"
         proc.send_signal(signal.SIGKILL)  # inside its claim: it never unlocks
