@@ -167,6 +167,7 @@ def markdown_table(report: dict) -> str:
             )
     lines += lone_client_table(report)
     lines += handler_table(report)
+    lines += ceiling_table(report)
     staged = [r for r in report["results"] if r.get("stages")]
     if staged:
         lines += [
@@ -258,6 +259,70 @@ def lone_client_table(report: dict) -> list[str]:
             f"| {_f(x['rps16'])} | {_f(x['rps16_over_config'], '.2f')} |"
         )
     return lines
+
+
+def ceilings(report: dict) -> list[dict]:
+    """Per row, at the level its ratio is read (16 clients, else the highest): the throughput the
+    workers could reach if they got every core the load generator and the frontend leave, at the
+    core time they spent per request at that level. Ceiling / bare says whether a goal on served /
+    bare is reachable on this machine at all; served / ceiling how much of the rest is idle cores
+    (one worker reading a batch or writing its answers) that another layout could fill."""
+    machine = report["machine"]
+    cores = (machine.get("cpu") or {}).get("cpus") or machine.get("cpus")
+    out = []
+    for r in report["results"]:
+        for proto in sorted({s["protocol"] for s in r["served"]}):
+            levels = [s for s in r["served"] if s["protocol"] == proto]
+            at = next((s for s in levels if s["concurrency"] == 16), levels[-1])
+            cpu = at.get("cpu") or {}
+            if (
+                not cores
+                or not at["rps"]
+                or None in (cpu.get("workers"), cpu.get("loadgen"), cpu.get("frontend"))
+            ):
+                continue
+            core_ms = cpu["workers"] / at["rps"] * 1e3
+            left = cores - cpu["loadgen"] - cpu["frontend"]
+            ceiling = left / core_ms * 1e3
+            out.append(
+                {
+                    "model": r["model"],
+                    "runtime": r["runtime"],
+                    "kind": _kind(r),
+                    "protocol": proto,
+                    "clients": at["concurrency"],
+                    "worker_core_ms": core_ms,
+                    "cores_left": left,
+                    "idle_cores": left - cpu["workers"],
+                    "ceiling_rps": ceiling,
+                    "ceiling_over_bare": ceiling / _bare(r, at),
+                    "served_over_ceiling": at["rps"] / ceiling,
+                }
+            )
+    return out
+
+
+def ceiling_table(report: dict) -> list[str]:
+    rows = [
+        f"| {x['model']} | {x['runtime']} | {x['kind']} | {x['protocol']} | {x['clients']} "
+        f"| {x['worker_core_ms']:.1f} | {x['cores_left']:.2f} | {x['idle_cores']:.2f} "
+        f"| {x['ceiling_rps']:.1f} | {x['ceiling_over_bare']:.2f} | {x['served_over_ceiling']:.2f} |"
+        for x in ceilings(report)
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "What these cores allow: the workers' CPU time per served request at the level the ratio is",
+        "read, and the req/s they would reach with every core the load generator and the frontend",
+        "leave (the ceiling). Ceiling / bare below a served / bare goal: the goal needs a cheaper",
+        "handler or more cores, not another layout; served / ceiling below 1: idle cores (one worker",
+        "reading a batch or writing its answers) that another worker layout could fill.",
+        "",
+        "| model | runtime | body | protocol | clients | worker core-ms / request | cores left to workers | idle cores | ceiling req/s | ceiling / bare | served / ceiling |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
 
 
 def handler_table(report: dict) -> list[str]:

@@ -318,3 +318,36 @@ def test_a_variant_with_other_workers_is_held_against_the_model_configs_own_row(
     got = {r["variant"]: r for r in lone_clients(report)}
     assert got["minWorkers=2,maxWorkers=2"]["rps16_over_config"] == pytest.approx(1.05)
     assert got[None]["rps16_over_config"] == 1.0
+
+
+def test_ceiling_is_what_the_cores_left_to_the_workers_serve_at_their_cost_per_request(report):
+    from bench.report import ceilings
+
+    rows = {(x["runtime"], x["protocol"]): x for x in ceilings(report)}
+    fp32 = rows[("onnx", "rest")]  # 16 clients: 18 req/s, workers 1.4 cores, 0.31 + 0.2 elsewhere
+    assert fp32["clients"] == 16
+    assert fp32["worker_core_ms"] == pytest.approx(1.4 / 18.0 * 1e3)
+    assert fp32["cores_left"] == pytest.approx(2 - 0.31 - 0.2)
+    assert fp32["idle_cores"] == pytest.approx(2 - 0.31 - 0.2 - 1.4)
+    assert fp32["ceiling_rps"] == pytest.approx((2 - 0.51) / (1.4 / 18.0))
+    assert fp32["ceiling_over_bare"] == pytest.approx((2 - 0.51) / (1.4 / 18.0) / 20.0)
+    assert fp32["served_over_ceiling"] == pytest.approx(18.0 / ((2 - 0.51) / (1.4 / 18.0)))
+    assert rows[("onnx-int8", "rest")]["clients"] == 16  # read where the ratio is, not at 32
+    table = markdown_table(report)
+    assert (
+        "| sentiment | onnx | json | rest | 16 | 77.8 | 1.49 | 0.09 | 19.2 | 0.96 | 0.94 |" in table
+    )
+
+
+def test_ceiling_takes_the_cores_this_process_may_run_on_and_skips_levels_without_cpu_figures(
+    report,
+):
+    from bench.report import ceilings
+
+    report["machine"]["cpu"] = {"cpus": 4}  # affinity: what a cpuset gives, not os.cpu_count()
+    assert ceilings(report)[0]["cores_left"] == pytest.approx(4 - 0.51)
+    for r in report["results"]:
+        for level in r["served"]:
+            level["cpu"] = {"loadgen": None, "frontend": 0.2, "workers": 1.4}
+    assert ceilings(report) == []
+    assert "ceiling req/s" not in markdown_table(report)
