@@ -26,10 +26,21 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port nothing listens on now, and never one this process handed out before.
+    The server it is for binds it seconds later, and until then the kernel may offer the same
+    free port again: a pod's TorchServe and its HAProxy were once given the same one, and
+    TorchServe, the slower to bind, exited with "Address already in use"."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def pod_config(overlay: str = "cpu") -> dict[str, str]:

@@ -199,12 +199,12 @@ def test_missing_bucket_model_and_version_give_clear_errors(s3_env, s3_bucket, f
 
 
 def test_unreachable_endpoint_fails_with_a_clear_message_not_a_traceback(s3_env, tmp_path):
-    from tests.fixtures.s3 import _free_port
+    from rehearsal.pod import free_port
 
     result = deploy_cli(
         s3_env,
         "pull", "sentiment", "--stage", "production", "--dest", str(tmp_path),
-        "--bucket", "models", "--endpoint-url", f"http://127.0.0.1:{_free_port()}",
+        "--bucket", "models", "--endpoint-url", f"http://127.0.0.1:{free_port()}",
         "--max-attempts", "2", "--connect-timeout", "2",
     )  # fmt: skip
     assert result.returncode == 1

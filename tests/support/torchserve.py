@@ -11,7 +11,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,10 @@ from pathlib import Path
 import requests
 
 from deploy.serving import read_keys, render_properties, wait_ready
+from rehearsal.pod import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHSERVE = Path(sys.executable).with_name("torchserve")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
