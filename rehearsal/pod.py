@@ -9,6 +9,7 @@ process group; readiness is docker/probe.py, as the kubelet runs it. Used by the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import shutil
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +101,17 @@ class Pod:
     def state_key_file(self) -> Path:
         return self.root / "secret" / "stream-state-key"
 
+    @property
+    def java_tmp(self) -> Path:
+        """TorchServe's java.io.tmpdir (its wrapper reads TEMP, not TMPDIR), this pod's own: the
+        frontend names each worker's socket `<java.io.tmpdir>/.ts.sock.<port>` from the port
+        alone, and a starting worker deletes whatever file is there, so two servers on one host
+        that both count from port 9000 in /tmp (`make rehearse`'s two replicas, a pod beside
+        `make serve`) take each other's worker sockets. Short, under the system's temp folder, for
+        a socket path's 107 bytes wherever the checkout is; removed when the pod stops."""
+        digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"ts-pod-{digest}"
+
     def _env(self) -> dict[str, str]:
         # A pod's containers start with the image's environment, not the caller's shell: an
         # activated venv's TS_CONFIG_FILE (the checkout's config.properties) is not the pod's.
@@ -109,6 +122,7 @@ class Pod:
             "TS_CONFIG_DIR": str(self.root / "config"),
             "TS_APP_DIR": str(ROOT),
             "TMPDIR": str(self.root / "tmp"),
+            "TEMP": str(self.java_tmp),
             "LOG_LOCATION": str(self.work / "logs"),
             "METRICS_LOCATION": str(self.work / "logs"),
         }
@@ -132,6 +146,7 @@ class Pod:
         store = self.work / "model_store"
         store.mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").mkdir(exist_ok=True)
+        self.java_tmp.mkdir(exist_ok=True)
         for name, mar in self.archives.items():
             shutil.copy2(mar, store / f"{name}.mar")
         self.state_key_file.parent.mkdir(parents=True, exist_ok=True)
@@ -219,6 +234,7 @@ class Pod:
                 proc.send_signal(signal.SIGTERM)
         for name in list(self.procs):
             self._reap(name, grace=90)
+        shutil.rmtree(self.java_tmp, ignore_errors=True)
 
     def kill(self) -> None:
         """SIGKILL to both containers' process groups at once: a node lost, the pod evicted."""
@@ -227,6 +243,7 @@ class Pod:
                 os.killpg(proc.pid, signal.SIGKILL)
         for name in list(self.procs):
             self._reap(name, grace=10)
+        shutil.rmtree(self.java_tmp, ignore_errors=True)
 
     def _reap(self, name: str, grace: float) -> None:
         proc = self.procs.pop(name)

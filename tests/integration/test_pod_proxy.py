@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -61,6 +62,18 @@ def pod(sentiment_archive, tmp_path_factory):
     ).start()
     yield pod
     pod.drain(pre_stop=0)
+
+
+def test_the_pods_workers_listen_in_its_own_temp_dir(pod):
+    """TorchServe names a worker's socket `<java.io.tmpdir>/.ts.sock.<port>` from the port alone,
+    and a starting worker deletes whatever file is there: two servers on one host with the
+    default java.io.tmpdir (/tmp) and port (9000), such as `make rehearse`'s two replicas or a pod
+    beside `make serve`, take each other's worker sockets. Each pod's live in a folder of its own."""
+    log = (pod.work / "logs" / "model_log.log").read_text()
+    sockets = [Path(p) for p in re.findall(r"Listening on port: (\S+)", log)]
+    assert sockets
+    assert {s.parent for s in sockets} == {pod.java_tmp}
+    assert pod.java_tmp != Path("/tmp") and all(s.is_socket() for s in sockets)
 
 
 def auth(token: str = TOKEN) -> dict[str, str]:
