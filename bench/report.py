@@ -4,6 +4,7 @@ against concurrency, one line per runtime × body × protocol."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from training.common.machine import cpu_summary
@@ -46,15 +47,21 @@ def _bare(row: dict, level: dict) -> float:
     return level.get("in_process_rps") or row["in_process"]["rps"]
 
 
+def _ratio_levels(row: dict) -> Iterator[tuple[str, dict]]:
+    """Per protocol of a row, the level its served / in-process ratio is read at: 16 clients (the
+    issues' goal), else the highest level run."""
+    for proto in sorted({s["protocol"] for s in row["served"]}):
+        levels = [s for s in row["served"] if s["protocol"] == proto]
+        yield proto, next((s for s in levels if s["concurrency"] == 16), levels[-1])
+
+
 def summary(report: dict) -> list[dict]:
     """Per model × runtime × body × workers × protocol: best served throughput, served/in-process
     at 16 clients (the issues' goal, else the highest level run) and the speed-up over fp32 of the
     same body, workers and protocol."""
     out = []
     for r in report["results"]:
-        for proto in sorted({s["protocol"] for s in r["served"]}):
-            levels = [s for s in r["served"] if s["protocol"] == proto]
-            at = next((s for s in levels if s["concurrency"] == 16), levels[-1])
+        for proto, at in _ratio_levels(r):
             ip = _bare(r, at)
             out.append(
                 {
@@ -65,7 +72,7 @@ def summary(report: dict) -> list[dict]:
                     "kind": _kind(r),
                     "protocol": proto,
                     "in_process_rps": ip,
-                    "best_rps": max(s["rps"] for s in levels),
+                    "best_rps": max(s["rps"] for s in r["served"] if s["protocol"] == proto),
                     "ratio_concurrency": at["concurrency"],
                     "served_over_in_process": at["rps"] / ip if ip else None,
                 }
@@ -271,9 +278,7 @@ def ceilings(report: dict) -> list[dict]:
     cores = (machine.get("cpu") or {}).get("cpus") or machine.get("cpus")
     out = []
     for r in report["results"]:
-        for proto in sorted({s["protocol"] for s in r["served"]}):
-            levels = [s for s in r["served"] if s["protocol"] == proto]
-            at = next((s for s in levels if s["concurrency"] == 16), levels[-1])
+        for proto, at in _ratio_levels(r):
             cpu = at.get("cpu") or {}
             if (
                 not cores
