@@ -45,6 +45,17 @@ def free_port() -> int:
             return port
 
 
+def java_tmpdir(root: Path) -> Path:
+    """The java.io.tmpdir for a TorchServe whose files live in `root` (its wrapper reads TEMP, not
+    TMPDIR): the frontend names each worker's socket `<java.io.tmpdir>/.ts.sock.<port>` from the
+    port alone, and a starting worker deletes whatever file is there, so two servers on one host
+    that share the folder and count from the same port take each other's worker sockets. Short,
+    under the system's temp folder, so a socket path stays inside AF_UNIX's 107 bytes wherever
+    `root` is; its server removes it when it stops."""
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"ts-java-{digest}"
+
+
 def pod_config(overlay: str = "cpu") -> dict[str, str]:
     """The torchserve-config ConfigMap's data, as `kubectl kustomize` renders it for the overlay."""
     from deploy.k8s_check import render
@@ -103,14 +114,10 @@ class Pod:
 
     @property
     def java_tmp(self) -> Path:
-        """TorchServe's java.io.tmpdir (its wrapper reads TEMP, not TMPDIR), this pod's own: the
-        frontend names each worker's socket `<java.io.tmpdir>/.ts.sock.<port>` from the port
-        alone, and a starting worker deletes whatever file is there, so two servers on one host
-        that both count from port 9000 in /tmp (`make rehearse`'s two replicas, a pod beside
-        `make serve`) take each other's worker sockets. Short, under the system's temp folder, for
-        a socket path's 107 bytes wherever the checkout is; removed when the pod stops."""
-        digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:12]
-        return Path(tempfile.gettempdir()) / f"ts-pod-{digest}"
+        """This pod's TorchServe java.io.tmpdir (`java_tmpdir`): pods count worker ports from
+        9000 as `make serve` does, so `make rehearse`'s two replicas, or a pod beside `make
+        serve`, would otherwise share /tmp's worker sockets."""
+        return java_tmpdir(self.root)
 
     def _env(self) -> dict[str, str]:
         # A pod's containers start with the image's environment, not the caller's shell: an

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from handlers.digits.predict import DigitsPredictor
+from rehearsal.pod import java_tmpdir
 from tests.fixtures.served import handler_config
 from tests.support.torchserve import start_torchserve
 from tests.unit.test_digits_codec import png_claiming
@@ -30,6 +33,14 @@ def server(digits_archive, digits_resnet_archive, tmp_path_factory):
         yield ts
     finally:
         ts.stop()
+
+
+def test_the_servers_workers_listen_in_a_short_folder_of_its_own(server):
+    """Test and bench servers keep worker sockets out of /tmp and within AF_UNIX's 107 bytes
+    (rehearsal.pod.java_tmpdir), whatever folder their work is in."""
+    sockets = {Path(p) for p in re.findall(r"Listening on port: (\S+)", server.logs())}
+    assert sockets and {s.parent for s in sockets} == {java_tmpdir(server.workdir)}
+    assert all(len(str(s).encode()) <= 107 for s in sockets)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 import requests
 
 from deploy.serving import read_keys, render_properties, wait_ready
-from rehearsal.pod import free_port
+from rehearsal.pod import free_port, java_tmpdir
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHSERVE = Path(sys.executable).with_name("torchserve")
@@ -102,13 +102,14 @@ class TorchServe:
         self.workdir.mkdir(parents=True, exist_ok=True)
         tmp = self.workdir / "tmp"
         tmp.mkdir(exist_ok=True)
+        java_tmpdir(self.workdir).mkdir(exist_ok=True)
         cfg = self.workdir / "config.properties"
         cfg.write_text(self.config_text())
         env = (
             os.environ
             | {
                 "TMPDIR": str(tmp),
-                "TEMP": str(tmp),
+                "TEMP": str(java_tmpdir(self.workdir)),
                 "LOG_LOCATION": str(self.workdir / "logs"),
                 "METRICS_LOCATION": str(self.workdir / "logs"),
                 # In an activated venv TS_CONFIG_FILE names the checkout's config.properties, and
@@ -175,6 +176,7 @@ class TorchServe:
                 break
         self.process = None
         self.log.close()
+        shutil.rmtree(java_tmpdir(self.workdir), ignore_errors=True)
 
     def post(self, path: str, key: str = "inference", **kw) -> requests.Response:
         kw.setdefault("timeout", 60)
