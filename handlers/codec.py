@@ -59,19 +59,37 @@ def request_body(row: dict, with_parameters: bool = False) -> tuple[str, Any]:
     raise BadField("the request has no body")
 
 
-def content_type_of(headers: dict | None, param: str = "body") -> str:
+def content_type_of(
+    headers: dict | None, param: str = "body", with_parameters: bool = False
+) -> str:
     """The body's media type from TorchServe's request headers.
 
     TorchServe keeps each parameter's content type under its name ({"body": {"content-type": ...}})
     and the HTTP headers at the top level; the parameter's own one wins. A multipart request's
     top-level type describes the envelope, not the part, so a part without its own type is sniffed.
+    A multipart request is one body: several parts are a 400 (`one_part`), unless the model reads
+    named parameters beside the body (`with_parameters`, as in `request_body`).
     """
     headers = headers or {}
+    top = request_content_type(headers)
+    if top.startswith("multipart/") and not with_parameters:
+        one_part(headers)
     own = headers.get(param)
     if isinstance(own, dict) and own.get("content-type"):
         return media_type(_as_sent(own["content-type"]))
-    top = request_content_type(headers)
     return "" if top.startswith("multipart/") else top
+
+
+def one_part(headers: dict) -> None:
+    """Refuse a multipart request of several parts. TorchServe hands each form part (and each
+    query parameter) over as a parameter of its own, with its own entry in the headers; the
+    handler would otherwise read the part named "body" or "data" and drop the rest unseen."""
+    parts = sum(1 for v in headers.values() if isinstance(v, dict))
+    if parts > 1:
+        raise BadField(
+            f"expected one body, got a multipart request of {parts} parts; send the body as "
+            "the whole request (or a form of one part)"
+        )
 
 
 def request_header(headers: dict | None, name: str) -> str | None:
@@ -213,7 +231,8 @@ def decode_request(row: dict, headers: dict | None, binary_types: tuple[str, ...
             f"form-encoded bodies are not supported; send {_accepted(binary_types)}"
         )
     param, value = request_body(row, with_parameters=bool(binary_types))
-    return decode(value, content_type_of(headers, param), binary_types)
+    kind = content_type_of(headers, param, with_parameters=bool(binary_types))
+    return decode(value, kind, binary_types)
 
 
 @dataclass(frozen=True)

@@ -51,12 +51,30 @@ class ImageRequest:
     """Sent as {"images": [...]}: answered with a list."""
 
 
+UNSERVED_SIGNATURES = {
+    b"GIF87a": "GIF",
+    b"GIF89a": "GIF",
+    b"II*\x00": "TIFF",
+    b"MM\x00*": "TIFF",
+    b"\x00\x00\x00\x0cjP  \r\n\x87\n": "JPEG 2000",
+}
+"""Image files recognised only to be refused (415, naming the format) where the content type says
+nothing: otherwise they fall through to JSON and get "not valid UTF-8"."""
+
+
 def _sniffed_format(data: bytes) -> str | None:
+    """The served format the bytes' signature names, None for no image signature, 415 for an
+    image format that is not served."""
     for magic, fmt in SIGNATURES.items():
         if data.startswith(magic):
             return fmt
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "WEBP"
+    unserved = next((f for m, f in UNSERVED_SIGNATURES.items() if data.startswith(m)), None)
+    if unserved is None and data[:2] == b"BM" and data[6:10] == b"\0\0\0\0":
+        unserved = "BMP"  # "BM", the file size, then four reserved zero bytes
+    if unserved is not None:
+        raise UnsupportedMediaType(f"{unserved} images are not served; send PNG, JPEG or WebP")
     return None
 
 

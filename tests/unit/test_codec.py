@@ -129,3 +129,33 @@ def test_a_models_binary_types_stay_bytes_and_its_parameters_are_not_bodies():
         decode_request({"sample_rate": b"1000"}, {}, binary)
     with pytest.raises(UnsupportedMediaType, match="application/octet-stream"):
         decode_request({"body": b"x"}, {"body": {"content-type": "image/png"}}, binary)
+
+
+def test_a_multipart_request_of_several_parts_is_one_400_not_its_body_part_alone():
+    """TorchServe hands each form part over as a parameter with its own headers entry; the body
+    part ("data") was read and the other part dropped unseen, and the request answered 200."""
+    headers = {
+        "data": {"content-type": "text/plain"},
+        "other": {"content-type": "text/plain"},
+        "Content-Type": "multipart/form-data; boundary=x",
+    }
+    row = {"data": b"great movie", "other": b"ignored"}
+    with pytest.raises(BadField, match="multipart request of 2 parts") as info:
+        decode_request(row, headers)
+    assert info.value.status == 400
+    with pytest.raises(BadField, match="2 parts"):
+        content_type_of(headers, "data")
+    # One part is a body like any other.
+    one = {k: v for k, v in headers.items() if k != "other"}
+    assert decode_request({"data": b"great movie"}, one).value == "great movie"
+
+
+def test_a_model_with_named_parameters_reads_them_beside_a_multipart_body():
+    headers = {
+        "body": {"content-type": "application/octet-stream"},
+        "sample_rate": {"content-type": ""},
+        "Content-Type": "multipart/form-data; boundary=x",
+    }
+    binary = ("application/octet-stream",)
+    row = {"body": b"\x00\x00\x80?", "sample_rate": b"1000"}
+    assert decode_request(row, headers, binary).kind == "binary"

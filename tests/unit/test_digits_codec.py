@@ -239,3 +239,19 @@ def test_unknown_serving_keys_and_bad_manifests_fail_the_load():
                        ("classes", ["1", "1"]), ("extra", 1)):  # fmt: skip
         with pytest.raises(ArchiveError):
             parse_settings({"handler": EXPORT.to_block() | {key: value}}, None)
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "TIFF", "BMP", "JPEG2000"])
+@pytest.mark.parametrize("content_type", ["application/octet-stream", ""])
+def test_an_unserved_image_format_sent_without_its_type_is_a_415_naming_it(fmt, content_type):
+    """Sniffed where the content type says nothing (gRPC, octet-stream): these fell through to
+    JSON and got 400 "the body is not valid UTF-8" where docs/digits.md promises a 415."""
+    buf = io.BytesIO()
+    digit_image().save(buf, fmt)
+    err = refused(buf.getvalue(), content_type)
+    assert (err.status, err.kind) == (415, "unsupported_media_type"), err.reason
+    assert fmt.replace("2000", " 2000") in err.reason
+
+
+def test_text_that_starts_like_an_image_signature_is_still_read_as_a_body():
+    assert refused(b"BMW grids", "application/octet-stream").kind == "bad_encoding"
