@@ -88,6 +88,24 @@ def summary(report: dict) -> list[dict]:
     return out
 
 
+def failures(report: dict) -> list[str]:
+    """Why the benchmark failed, one line per level that did: calls that ended in an error (a 4xx,
+    a 5xx other than an overloaded refusal, no answer), or a level where nothing was answered at
+    all. Refusals as overloaded (503 `overloaded`, a full queue) are the bounded queue working at
+    a level above what the server takes at once: counted and reported, never a failure."""
+    out = []
+    for r in report["results"]:
+        levels = [(f"x{s['concurrency']}", s) for s in r["served"]]
+        levels += [(f"paced {p['rate']:.1f}/s", p) for p in r.get("paced", [])]
+        for name, s in levels:
+            where = f"{r['model']} {r['runtime']} {_kind(r)} {s['protocol']} {name}"
+            if s["errors"]:
+                out.append(f"{where}: {s['errors']} of {s.get('requests', '?')} calls failed")
+            elif not s["rps"] > 0:
+                out.append(f"{where}: no call was answered ({s.get('refused', 0)} refused)")
+    return out
+
+
 def markdown_table(report: dict) -> str:
     s = report["settings"]
     m, v = report["machine"], report["versions"]
@@ -118,8 +136,12 @@ def markdown_table(report: dict) -> str:
         "",
         "## Closed loop: N clients, each sends its next request when the last one is answered",
         "",
-        "| model | runtime | body | protocol | batch × threads | clients | served req/s | in-process req/s | p50 ms | p95 ms | p99 ms | errors | served / in-process | CPU cores: load gen / frontend / workers | mean batch |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "Refused: answered 503 as overloaded (a full queue or a work budget: the bounded queue doing",
+        "its work at a level above what the server takes at once); errors: every other failure. Only",
+        "errors, or a level with no answer at all, fail the run (exit status 1).",
+        "",
+        "| model | runtime | body | protocol | batch × threads | clients | served req/s | in-process req/s | p50 ms | p95 ms | p99 ms | refused | errors | served / in-process | CPU cores: load gen / frontend / workers | mean batch |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in report["results"]:
         ip = r["in_process"]
@@ -130,7 +152,7 @@ def markdown_table(report: dict) -> str:
             lines.append(
                 f"| {r['model']} | {r['runtime']} | {_kind(r)} | {x['protocol']} | {ip['batch_size']} × {ip['threads']} "
                 f"| {x['concurrency']} | {x['rps']:.1f} | {_bare(r, x):.1f} | {x['p50_ms']:.0f} | {x['p95_ms']:.0f} | {x['p99_ms']:.0f} "
-                f"| {x['errors']} | {_f(ratio, '.2f')} "
+                f"| {x.get('refused', 0)} | {x['errors']} | {_f(ratio, '.2f')} "
                 f"| {_f(cpu.get('loadgen'), '.2f')} / {_f(cpu.get('frontend'), '.2f')} / {_f(cpu.get('workers'), '.2f')} "
                 f"| {_f(br.get('mean_batch'), '.1f')} |"
             )
@@ -142,13 +164,13 @@ def markdown_table(report: dict) -> str:
             "",
             "Requests are sent on a fixed schedule; latency counts from when a request was due.",
             "",
-            "| model | runtime | body | protocol | offered req/s | served req/s | p50 ms | p99 ms | p99 / p50 | errors |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+            "| model | runtime | body | protocol | offered req/s | served req/s | p50 ms | p99 ms | p99 / p50 | refused | errors |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r, p in paced:
             lines.append(
                 f"| {r['model']} | {r['runtime']} | {_kind(r)} | {p['protocol']} | {p['rate']:.1f} | {p['rps']:.1f} "
-                f"| {p['p50_ms']:.0f} | {p['p99_ms']:.0f} | {_f(p['p99_over_p50'], '.2f')} | {p['errors']} |"
+                f"| {p['p50_ms']:.0f} | {p['p99_ms']:.0f} | {_f(p['p99_over_p50'], '.2f')} | {p.get('refused', 0)} | {p['errors']} |"
             )
     lines += [
         "",

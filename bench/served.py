@@ -12,9 +12,30 @@ from typing import Protocol
 import numpy as np
 
 from clients.client import connect
-from clients.errors import ClientError
+from clients.errors import ClientError, Overloaded
 from clients.settings import ClientSettings
 from handlers import registry
+
+REFUSED = "refused"
+"""A call the server refused as overloaded (503 `overloaded`, a full queue, 429): the bounded
+queue and budgets doing their work under the level's load, counted apart from errors."""
+
+
+def tally(outcomes: list) -> dict:
+    """Counts of a level's calls: answered, `refused` (overloaded, by design) and `errors`
+    (anything else: a 4xx, a 5xx, no answer), plus the answered calls' latencies."""
+    answered = [x for x in outcomes if isinstance(x, float)]
+    refused = sum(1 for x in outcomes if x == REFUSED)
+    return {
+        "answered": answered,
+        "refused": refused,
+        "errors": len(outcomes) - len(answered) - refused,
+    }
+
+
+def _failed(e: ClientError) -> str | None:
+    """REFUSED for an overloaded answer, None (an error) for anything else."""
+    return REFUSED if isinstance(e, Overloaded) else None
 
 
 class Probe(Protocol):
@@ -67,7 +88,7 @@ def served_load(
                 clients.append(local.client)
         return local.client
 
-    def call(request) -> float | None:
+    def call(request) -> float | str | None:
         t0 = time.perf_counter()
         try:
             if body == "float32":
@@ -75,8 +96,8 @@ def served_load(
                 codec.decode_answer(r.content, r.headers)  # type: ignore[union-attr]
             else:
                 client().predict(model, request)
-        except ClientError:
-            return None
+        except ClientError as e:
+            return _failed(e)
         return (time.perf_counter() - t0) * 1000
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
@@ -89,14 +110,16 @@ def served_load(
         probed = probe.stop(elapsed) if probe is not None else {}
     for c in clients:
         c.close()
-    ok = np.array([x for x in latencies if x is not None])
+    counts = tally(latencies)
+    ok = np.array(counts["answered"])
     p50, p95, p99 = np.percentile(ok, [50, 95, 99]) if ok.size else (float("nan"),) * 3
     return probed | {
         "concurrency": concurrency,
         "protocol": "rest" if body == "float32" else protocol,
         "body": body,
         "requests": len(payloads),
-        "errors": len(latencies) - int(ok.size),
+        "refused": counts["refused"],
+        "errors": counts["errors"],
         "seconds": elapsed,
         "rps": ok.size / elapsed,
         "p50_ms": float(p50),
@@ -133,7 +156,7 @@ def paced_load(
 
     start = 0.0
 
-    def call(i: int) -> tuple[float | None, float]:
+    def call(i: int) -> tuple[float | str | None, float]:
         due = start + i / rate
         wait = due - time.perf_counter()
         if wait > 0:
@@ -141,8 +164,8 @@ def paced_load(
         late = time.perf_counter() - due
         try:
             client().predict(model, payloads[i])
-        except ClientError:
-            return None, late
+        except ClientError as e:
+            return _failed(e), late
         return (time.perf_counter() - due) * 1000, late
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -152,13 +175,15 @@ def paced_load(
         elapsed = time.perf_counter() - start
     for c in clients:
         c.close()
-    ok = np.array([x for x, _ in got if x is not None])
+    counts = tally([x for x, _ in got])
+    ok = np.array(counts["answered"])
     p50, p95, p99 = np.percentile(ok, [50, 95, 99]) if ok.size else (float("nan"),) * 3
     return {
         "rate": rate,
         "protocol": protocol,
         "requests": len(payloads),
-        "errors": len(got) - int(ok.size),
+        "refused": counts["refused"],
+        "errors": counts["errors"],
         "seconds": elapsed,
         "rps": ok.size / elapsed,
         "p50_ms": float(p50),

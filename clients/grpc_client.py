@@ -43,7 +43,14 @@ _HTTP_STATUS_BY_EXCEPTION = {
     "ModelNotFoundException": 404,
     "ModelVersionNotFoundException": 404,
     "ServiceUnavailableException": 503,
+    "BadRequestException": 400,
 }
+_FULL_QUEUE = "has no worker to serve inference request"
+"""TorchServe's message for a full queue (its REST 503 ServiceUnavailableException), which its gRPC
+API sends as INTERNAL with the class line "InternalServerException.()"."""
+KIND_METADATA = "error-kind"
+"""Trailing metadata the pod proxy (docker/haproxy.cfg) adds to the errors it writes or rewrites:
+the REST answers' "kind" (not_found, bad_request, overloaded), its class lines being gone."""
 _MAX_MESSAGE = 64 * 1024 * 1024
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", _MAX_MESSAGE),
@@ -127,9 +134,13 @@ class GrpcClient:
 def _error_from_rpc(e: grpc.RpcError) -> ClientError:
     code, details = e.code(), e.details() or ""
     # TorchServe appends the Java exception's class on its own line: keep it as the error's kind,
-    # named as REST names it ("ModelNotFoundException").
+    # named as REST names it ("ModelNotFoundException", not "BadRequestException.()").
     reason, _, java_class = details.partition("\n")
-    kind = java_class.strip().rsplit(".", 1)[-1] or None
+    kind = java_class.strip().removesuffix(".()").rsplit(".", 1)[-1] or None
+    if kind == "InternalServerException" and _FULL_QUEUE in reason:
+        kind = "ServiceUnavailableException"
+    trailing = getattr(e, "trailing_metadata", lambda: None)() or ()
+    kind = dict(trailing).get(KIND_METADATA) or kind
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return AuthError(reason, kind=AUTH_EXCEPTION, protocol="grpc")
     if kind in _HTTP_STATUS_BY_EXCEPTION:

@@ -116,3 +116,71 @@ def test_a_kind_takes_its_status_from_the_servers_taxonomy():
     for kind, server in error_kinds().items():
         err = from_http(400, json.dumps({"error": "x", "kind": kind}).encode())
         assert err.status == server.status and err.error_class is server, kind
+
+
+class _Rpc(Exception):
+    """What grpc raises for a failed call: code, details, trailing metadata."""
+
+    def __init__(self, code, details: str, trailing: tuple = ()):
+        self._code, self._details, self._trailing = code, details, trailing
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+    def trailing_metadata(self):
+        return self._trailing
+
+
+def test_torchserves_grpc_errors_map_to_what_rest_answers():
+    """Straight from TorchServe 0.12's gRPC API: INTERNAL with a Java class line."""
+    import grpc
+
+    from clients.grpc_client import _error_from_rpc
+
+    internal = grpc.StatusCode.INTERNAL
+    full = (
+        'Model "frequency" has no worker to serve inference request. Please use scale workers '
+        "API to add workers.\nInternalServerException.()"
+    )
+    cases = [
+        (
+            "Model not found: x\norg.pytorch.serve.archive.model.ModelNotFoundException",
+            ModelNotFound,
+        ),
+        ("Parameter model_name is required.\nBadRequestException.()", BadRequest),
+        (full, Overloaded),  # a full queue: the bench counts it as a refusal, not an error
+        ("Worker died.\norg.pytorch.serve.http.InternalServerException", ServerError),
+    ]
+    for details, cls in cases:
+        err = _error_from_rpc(_Rpc(internal, details))
+        assert type(err) is cls, (details, err)
+        assert "Exception" not in err.reason
+
+
+def test_the_doors_grpc_errors_keep_their_kind():
+    """Through the pod proxy: proper codes, no class lines, the kind in trailing metadata; its
+    UNAVAILABLE is an answer (overloaded), not a connection that failed."""
+    import grpc
+
+    from clients.errors import ConnectionFailed
+    from clients.grpc_client import _error_from_rpc
+
+    kind = "error-kind"
+    door = [
+        (grpc.StatusCode.NOT_FOUND, "Model not found: x", "not_found", ModelNotFound),
+        (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "Parameter model_name is required.",
+            "bad_request",
+            BadRequest,
+        ),
+        (grpc.StatusCode.UNAVAILABLE, "replica full, retry", "overloaded", Overloaded),
+    ]
+    for code, details, value, cls in door:
+        err = _error_from_rpc(_Rpc(code, details, ((kind, value),)))
+        assert type(err) is cls and err.reason == details, (details, err)
+    lost = _error_from_rpc(_Rpc(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"))
+    assert isinstance(lost, ConnectionFailed)
