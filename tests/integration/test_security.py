@@ -211,3 +211,45 @@ def test_management_and_metrics_listen_on_loopback_only():
         assert props[key] == "127.0.0.1", (key, props[key])
     assert props["enable_model_api"] == "false"
     assert props["disable_token_authorization"] == "false"
+
+
+# --- what TorchServe answers without a token (config.properties as written) -------------------
+
+
+@pytest.fixture(scope="module")
+def as_written(tmp_path_factory, stand_in_archive):
+    """`make serve`'s configuration (tokens on) serving one model, on free loopback ports."""
+    server = start_torchserve(tmp_path_factory.mktemp("as-written"), {"standin": stand_in_archive})
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("listener", ["inference", "management", "metrics"])
+def test_without_a_token_torchserve_answers_only_its_api_description_and_metrics(
+    as_written, listener
+):
+    """TorchServe 0.12 answers `OPTIONS /` and `GET /api-description` on every listener before its
+    token check, and has no setting to close them (docs/reliability.md, "The surface"): 200 with
+    its OpenAPI description, the same document for every install, which names no served model
+    and carries no key. Everything else there wants the listener's token; `/metrics` wants none."""
+    server = as_written
+    url = {
+        "inference": server.inference_url,
+        "management": server.management_url,
+        "metrics": server.metrics_url,
+    }[listener]
+    for method, path in (("OPTIONS", "/"), ("GET", "/api-description")):
+        r = requests.request(method, url + path, timeout=30)
+        assert r.status_code == 200, (method, path, r.status_code, r.text[:200])
+        doc = r.json()
+        assert doc["openapi"].startswith("3.") and doc["paths"], (method, path)
+        assert "standin" not in r.text, "the description names a served model"
+        assert not any(key in r.text for key in server.keys.values()), "a key in the description"
+    if listener == "metrics":
+        r = requests.get(f"{url}/metrics", timeout=30)
+        assert r.status_code == 200 and "# TYPE" in r.text
+    else:
+        guarded = "/ping" if listener == "inference" else "/models"
+        assert refused_for_token(requests.get(url + guarded, timeout=30)), guarded
+        r = requests.options(f"{url}/api-description/x", timeout=30)
+        assert r.status_code in (400, 404, 405), "only the two description routes are open"
