@@ -91,8 +91,25 @@ def test_png_upload_answers_like_the_json_grid(server, model, greys):
     assert by_png.json()["label"] == by_grid.json()["label"]
 
 
+def image_file(fmt: str) -> bytes:
+    buf = io.BytesIO()
+    Image.new("L", (16, 16), 128).save(buf, fmt)
+    return buf.getvalue()
+
+
+TWO_PARTS = (
+    b"--xyz\r\nContent-Disposition: form-data; name=data\r\n\r\n"
+    + json.dumps({"image": [[8] * 8] * 8}).encode()
+    + b"\r\n--xyz\r\nContent-Disposition: form-data; name=note\r\n\r\nunseen\r\n--xyz--\r\n"
+)
+
 BAD = [
     ("bomb", png_claiming(100_000, 100_000), "image/png", 400, "too_large"),
+    # Sent without their type these fell through to JSON: 400 "the body is not valid UTF-8".
+    ("gif bytes", image_file("GIF"), "application/octet-stream", 415, "unsupported_media_type"),
+    ("tiff bytes", image_file("TIFF"), "application/octet-stream", 415, "unsupported_media_type"),
+    # The part named data was read, the other dropped unseen: answered 200.
+    ("two-part form", TWO_PARTS, "multipart/form-data; boundary=xyz", 400, "bad_field"),
     ("truncated", None, "image/png", 400, "bad_encoding"),
     ("text as png", b"not an image at all", "image/png", 400, "bad_encoding"),
     ("gif", b"GIF89a\x01\x00\x01\x00", "image/gif", 415, "unsupported_media_type"),
