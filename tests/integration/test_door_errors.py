@@ -1,11 +1,12 @@
-"""What a gRPC client sees of TorchServe's errors through the pod's door (docker/haproxy.cfg).
+"""What a client sees of TorchServe's own errors through the pod's door (docker/haproxy.cfg).
 
-TorchServe 0.12 answers an unknown model or version, a request without a model name and a full
-queue with INTERNAL, and every error with a Java class name on a line of its own
-("org.pytorch.serve.archive.model.ModelNotFoundException"). The door rewrites them: NOT_FOUND,
-INVALID_ARGUMENT, UNAVAILABLE, an `error-kind` in the trailing metadata, no class names. One pod
-(rehearsal/pod.py) of its own, with room for more requests in flight than TorchServe's queue holds,
-so that queue's own refusal can be reached through the door.
+Over gRPC TorchServe 0.12 answers an unknown model or version, a request without a model name and
+a full queue with INTERNAL, and every error with a Java class name on a line of its own
+("org.pytorch.serve.archive.model.ModelNotFoundException"); the door rewrites them: NOT_FOUND,
+INVALID_ARGUMENT, UNAVAILABLE, an `error-kind` in the trailing metadata, no class names. Over REST
+its answers are {"code", "type": "<Java exception>", "message"}; the door answers {"error", "kind"}
+as the handlers do. One pod (rehearsal/pod.py) of its own, with room for more requests in flight
+than TorchServe's queue holds, so that queue's own refusal can be reached through the door.
 """
 
 from __future__ import annotations
@@ -154,3 +155,42 @@ def test_no_grpc_error_through_the_door_names_a_java_class(pod):
     for fields in ({"model_name": "no_such_model"}, {"model_name": ""}):
         error = call(pod, **fields)
         assert not any(name in (error.details() or "") for name in JAVA_NAMES), error.details()
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/predictions/no_such_model", "Model not found: no_such_model"),
+        ("/predictions/sentiment/9.9", "Model version: 9.9 does not exist for model: sentiment"),
+        ("/explanations/no_such_model", "Model not found: no_such_model"),
+    ],
+)
+def test_an_unknown_model_or_version_over_rest_is_the_doors_json_404(pod, path, reason):
+    """Before: 404 {"code": 404, "type": "ModelNotFoundException", "message": ...}."""
+    r = requests.post(
+        pod.http + path, json={"text": "x"}, headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert r.status_code == 404 and r.json() == {"error": reason, "kind": "not_found"}, r.text
+
+
+def test_torchserves_full_queue_over_rest_is_the_doors_json_503(pod):
+    """Before: 503 {"code": 503, "type": "ServiceUnavailableException", "message": "Model
+    \"sentiment\" has no worker to serve inference request..."}."""
+
+    def predict(_):
+        return requests.post(
+            f"{pod.http}/predictions/sentiment",
+            json={"text": "a fine film"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=60,
+        )
+
+    with ThreadPoolExecutor(48) as pool, workers_frozen(pod):
+        sent = [pool.submit(predict, i) for i in range(48)]
+        time.sleep(3)
+        refused = [f.result() for f in sent if f.done()]
+    assert len(refused) >= 8, "TorchServe's queue refused nothing"
+    for r in refused:
+        assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+        assert r.json() == {"error": "replica full or not serving, retry", "kind": "overloaded"}
+    assert {f.result().status_code for f in sent} <= {200, 503}
