@@ -148,16 +148,16 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.long:
         ks, name, min_words, source = LONG_KS, "sentiment_long", 150, "imdb"
-        defaults = (50, 400, 3, "hierarchical:log-odds,ablation:log-odds,kernel-shap:log-odds")
+        reviews, max_words, draws = 50, 400, 3
+        methods = "hierarchical:log-odds,ablation:log-odds,kernel-shap:log-odds"
     else:
         ks, name, min_words, source = KS, "sentiment", 6, None
-        defaults = (200, 60, 5, "ablation:log-odds,ablation:probability,shapley:log-odds")
-    reviews, max_words, draws, methods = (
-        given if given is not None else default
-        for given, default in zip(
-            (args.reviews, args.max_words, args.draws, args.methods), defaults, strict=True
-        )
-    )
+        reviews, max_words, draws = 200, 60, 5
+        methods = "ablation:log-odds,ablation:probability,shapley:log-odds"
+    reviews = args.reviews or reviews
+    max_words = args.max_words or max_words
+    draws = args.draws or draws
+    methods = args.methods or methods
     predictor = SentimentPredictor.from_dir(
         args.artifacts, {"threads": args.threads}, name="sentiment"
     )
