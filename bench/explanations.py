@@ -97,7 +97,8 @@ def review_latency(server, words: int, count: int, pace: float) -> dict:
         ms = (time.perf_counter() - t0) * 1000
         body = r.json()
         if i:  # the first one loads Captum in the worker
-            out.append({"status": r.status_code, "ms": ms, "passes": body.get("evaluations")})
+            out.append({"status": r.status_code, "ms": ms, "passes": body.get("evaluations"),
+                        "error": body.get("error")})  # fmt: skip
         time.sleep(max(0.0, pace - ms / 1000))
     ok = [c["ms"] for c in out if c["status"] == 200]
     return {
@@ -105,6 +106,7 @@ def review_latency(server, words: int, count: int, pace: float) -> dict:
         "reviews": len(out),
         "answered": len(ok),
         "statuses": sorted({c["status"] for c in out}),
+        "errors": sorted({c["error"] for c in out if c["error"]}),
         "p50_ms": percentile(ok, 50),
         "max_ms": max(ok, default=None),
         "passes": max((c["passes"] or 0 for c in out), default=0),
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{lone['words']} words: p50 {lone['p50_ms'] or 0:.0f} ms, "
             f"max {lone['max_ms'] or 0:.0f} ms, "
             f"at most {lone['passes']} passes, {lone['answered']} answered (statuses "
-            f"{lone['statuses']})"
+            f"{lone['statuses']}) {'; '.join(lone['errors'])}"
         )
     report = {
         "model": model,
