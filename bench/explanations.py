@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pace",
         type=float,
-        default=4.0,
+        default=6.0,
         help="with --review-words: seconds from one explanation to the next (the explanation "
         "share allows a worker 2.5 s of explanations per 10 s)",
     )
