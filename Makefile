@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve serve-pulled metrics stop test test-unit lint clean publish promote pull k8s loadtest bench
+.PHONY: help install train archive serve serve-pulled metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -132,6 +132,9 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 BENCH_ARGS ?= --variant maxBatchDelay=20
 bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, lone-client tax, time breakdown, what the cores allow; reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
+
+bench-explain: $(STORE)/sentiment.mar ## Sentiment explanations served: a lone client's 230-word reviews (p50), then prediction latency while explanations flood; reports/explanations/
+	$(PY) -m bench.explanations --archive $(STORE)/sentiment.mar --review-words 230
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.
 BUCKET ?= $(MODEL_BUCKET)

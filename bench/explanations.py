@@ -2,8 +2,13 @@
 explanation load on one real TorchServe, and what an explanation costs.
 
     python -m bench.explanations --archive model_store/<model>.mar [--model <model>] \\
-        [--predictors 4] [--explainers 2] [--seconds 30] [--out reports/explanations]
+        [--predictors 4] [--explainers 2] [--seconds 30] [--out reports/explanations] \\
+        [--review-words 230 --reviews 10]
 
+Phase 0 (sentiment, `--review-words`): one client explains held-out IMDB reviews of that many
+words (+-5; the test split, never trained on) one after another, one every `--pace` seconds so
+that a lone client stays within the explanation share; reported: their p50/max latency through
+the server, with the CPU class (`make bench-explain`: 230 words, the median IMDB review).
 Phase 1: `--predictors` closed-loop clients send the model's load payloads (its samples.py) to
 /predictions for `--seconds`. Phase 2: the same, while `--explainers` clients send the same kind of
 bodies to /explanations. Reported per phase: prediction p50/p99 and throughput; for explanations,
@@ -26,6 +31,10 @@ import requests
 
 from handlers.registry import get
 from tests.support.torchserve import start_torchserve
+
+
+class _Done(Exception):
+    """--only-reviews: the load phases are skipped."""
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -70,6 +79,55 @@ def clients(
     return out
 
 
+def review_latency(server, words: int, count: int, pace: float) -> dict:
+    """A lone client's explanations of `count` held-out IMDB reviews of `words` (+-5) words."""
+    from training.sentiment.faithfulness import held_out_reviews
+
+    texts = held_out_reviews(count + 1, words + 5, seed=0, min_words=words - 5, source="imdb")
+    session = requests.Session()
+    out: list[dict] = []
+    for i, text in enumerate(texts):
+        t0 = time.perf_counter()
+        r = session.post(
+            f"{server.inference_url}/explanations/sentiment",
+            json={"text": text},
+            headers=server.auth(),
+            timeout=120,
+        )
+        ms = (time.perf_counter() - t0) * 1000
+        body = r.json()
+        # The same review's prediction, right after: the explanation's cost in predictions
+        # (a ratio that holds where other jobs slow both down alike).
+        t0 = time.perf_counter()
+        predicted = session.post(
+            f"{server.inference_url}/predictions/sentiment",
+            json={"text": text},
+            headers=server.auth(),
+            timeout=120,
+        )
+        predict_ms = (time.perf_counter() - t0) * 1000
+        if i:  # the first one loads Captum in the worker
+            out.append({"status": r.status_code, "ms": ms, "passes": body.get("evaluations"),
+                        "error": body.get("error"), "predict_ms": predict_ms,
+                        "predict_status": predicted.status_code})  # fmt: skip
+        time.sleep(max(0.0, pace - ms / 1000))
+    ok = [c["ms"] for c in out if c["status"] == 200]
+    return {
+        "words": words,
+        "reviews": len(out),
+        "answered": len(ok),
+        "statuses": sorted({c["status"] for c in out}),
+        "errors": sorted({c["error"] for c in out if c["error"]}),
+        "p50_ms": percentile(ok, 50),
+        "max_ms": max(ok, default=None),
+        "prediction_p50_ms": percentile(
+            [c["predict_ms"] for c in out if c["predict_status"] == 200], 50
+        ),
+        "passes": max((c["passes"] or 0 for c in out), default=0),
+        "pace_s": pace,
+    }
+
+
 def stats(calls: list[dict], seconds: float) -> dict:
     ok = [c["ms"] for c in calls if c["status"] == 200]
     refused = [c for c in calls if c["status"] in (400, 503)]
@@ -96,11 +154,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--explain-bytes",
         type=int,
-        default=700,
-        help="explanation clients send load payloads up to this JSON size (short texts: one "
-        "explanation costs a pass per word)",
+        default=None,
+        help="explanation clients send load payloads up to this JSON size (default: all of "
+        "them, reviews up to 8 KB and 4-text requests; those over the explanation limit are "
+        "refused with 400 and counted)",
     )
     ap.add_argument("--out", type=Path, default=Path("reports/explanations"))
+    ap.add_argument(
+        "--review-words",
+        type=int,
+        default=0,
+        help="sentiment: first time a lone client's explanations of held-out reviews of this "
+        "many words (0: skip)",
+    )
+    ap.add_argument("--reviews", type=int, default=10, help="with --review-words: how many")
+    ap.add_argument(
+        "--pace",
+        type=float,
+        default=6.0,
+        help="with --review-words: seconds from one explanation to the next (the explanation "
+        "share allows a worker 2.5 s of explanations per 10 s)",
+    )
+    ap.add_argument(
+        "--only-reviews", action="store_true", help="with --review-words: skip the load phases"
+    )
     args = ap.parse_args(argv)
     from training.common.machine import cpu_summary, describe_cpu
 
@@ -109,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         server = start_torchserve(Path(tmp), {model: args.archive})
         try:
             clients(server, model, "predictions", args.predictors, 3, 99)  # warm up
+            lone = (
+                review_latency(server, args.review_words, args.reviews, args.pace)
+                if args.review_words
+                else None
+            )
+            if args.only_reviews:
+                raise _Done
             alone = stats(
                 clients(server, model, "predictions", args.predictors, args.seconds, 0),
                 args.seconds,
@@ -134,11 +218,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             t.join()
             explained = stats(result["e"], args.seconds)
+        except _Done:
+            alone = beside = explained = None
         finally:
             server.stop()
+    cpu = cpu_summary(describe_cpu())
+    if lone is not None:
+        print(
+            f"CPU: {cpu}; a lone client explaining {lone['reviews']} held-out reviews of "
+            f"{lone['words']} words: p50 {lone['p50_ms'] or 0:.0f} ms, "
+            f"max {lone['max_ms'] or 0:.0f} ms (the same reviews' predictions: p50 "
+            f"{lone['prediction_p50_ms'] or 0:.0f} ms), "
+            f"at most {lone['passes']} passes, {lone['answered']} answered (statuses "
+            f"{lone['statuses']}) {'; '.join(lone['errors'])}"
+        )
     report = {
         "model": model,
-        "cpu": cpu_summary(describe_cpu()),
+        "cpu": cpu,
+        "lone_review_explanations": lone,
         "predictors": args.predictors,
         "explainers": args.explainers,
         "seconds": args.seconds,
@@ -148,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{model}_explain_load.json").write_text(json.dumps(report, indent=2))
+    if alone is None or beside is None or explained is None:
+        return 0
     print(f"CPU: {report['cpu']}; {args.predictors} prediction clients, {args.explainers} explanation clients, {args.seconds:g} s each phase")  # fmt: skip
     print("| | answered/s | p50 ms | p99 ms | refused 400 / 503 | refusal p99 ms |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -55,7 +55,9 @@ class SentimentModel:
         from handlers.sentiment.explain import SentimentExplainer
 
         s = self.settings
-        return SentimentExplainer(self.predictor, s.explain_method, samples=s.explain_samples)
+        return SentimentExplainer(
+            self.predictor, s.explain_method, samples=s.explain_samples, passes=s.explain_passes
+        )
 
     @classmethod
     def load(

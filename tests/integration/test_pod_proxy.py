@@ -410,6 +410,56 @@ def test_explanations_beyond_their_door_get_a_fast_503(pod):
     assert predict(pod).status_code == 200
 
 
+def grpc_explain(pod: Pod, timeout: float = 30):
+    """One gRPC explanation (the `explain` input beside the body), its answer or its RpcError."""
+    pb, _, _, _ = stubs.load()
+    channel, stub = grpc_stub(pod)
+    with channel:
+        body = json.dumps({"text": "a fine film"}).encode()
+        req = pb.PredictionsRequest(
+            model_name="sentiment", input={"body": body, "explain": b"true"}
+        )
+        try:
+            return stub.Predictions(
+                req, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=timeout
+            )
+        except grpc.RpcError as e:
+            return e
+
+
+def test_grpc_explanations_share_the_explanation_limit_at_the_door(pod):
+    """gRPC explanations (an input inside the message) are counted with REST /explanations: with
+    one of each in flight, a third of either protocol is refused in milliseconds, not queued in
+    TorchServe; gRPC predictions are not held to that limit."""
+    rest = lambda timeout=30: requests.post(  # noqa: E731
+        f"{pod.http}/explanations/sentiment", json={"text": "x"}, headers=auth(), timeout=timeout
+    )
+    deadline = time.monotonic() + 10  # a test before may have left the door's checks down
+    while (ready := rest()).status_code != 200:
+        assert time.monotonic() < deadline, ready.text
+        time.sleep(0.3)
+    with ThreadPoolExecutor(4) as pool:
+        with torchserve_frozen(pod):
+            held = [pool.submit(rest), pool.submit(grpc_explain, pod)]
+            time.sleep(0.5)
+            start = time.monotonic()
+            refused = grpc_explain(pod, timeout=10)
+            assert isinstance(refused, grpc.RpcError), refused
+            assert refused.code() == grpc.StatusCode.UNAVAILABLE, refused.details()
+            assert "explanations are busy" in refused.details()
+            r = rest(timeout=10)
+            assert r.status_code == 503 and r.json()["kind"] == "overloaded", r.text
+            assert time.monotonic() - start < 2
+            # Not explanations: forwarded to TorchServe, answered once it is thawed.
+            predictions = [pool.submit(predict, pod) for _ in range(2)]
+            time.sleep(0.3)
+        assert [f.result().status_code for f in predictions] == [200, 200]
+    assert held[0].result().status_code == 200, held[0].result().text
+    answer = held[1].result()
+    assert not isinstance(answer, grpc.RpcError), answer.details()
+    assert [w["text"] for w in json.loads(answer.prediction)["words"]] == ["a", "fine", "film"]
+
+
 def test_a_full_replica_answers_a_fast_json_503_and_recovers(pod):
     with torchserve_frozen(pod), ThreadPoolExecutor(MAX_INFLIGHT + MAX_QUEUE) as pool:
         held = [pool.submit(predict, pod) for _ in range(MAX_INFLIGHT + MAX_QUEUE)]

@@ -149,3 +149,27 @@ def test_explanations_past_their_share_of_the_worker_are_refused_without_running
     assert json.loads(got[0][2])["kind"] == "overloaded" and got[0][3] == {"Retry-After": "1"}
     now[0] = 109.5  # the spent second has left the window
     assert [r[0] for r in in_process(service, batch)] == [200, 200] and ran == ["good"]
+
+
+def test_the_longest_text_a_prediction_takes_is_explained_within_its_price(toy_dir):  # noqa: F811
+    """Priced before it runs, and priced right: a text of as many words as max_text_bytes allows
+    costs `explain_passes` x its tokens, within the per-request limit, and its explanation runs
+    no more passes than that. The shipped limits afford a full window (256 tokens) of the default
+    recipe at the shipped passes."""
+    from handlers.sentiment.settings import SentimentServing
+    from training.sentiment.config import DEFAULT
+
+    shipped = SentimentServing()
+    assert shipped.explain_passes * DEFAULT.max_length <= shipped.max_explain_tokens
+    assert shipped.max_explain_tokens <= shipped.max_batch_explain_tokens
+    config = SERVE_CONFIG | {"explain_passes": 6}
+    service = ModelService.from_dir(toy_dir, config=config)
+    longest = " ".join(["good", "fun", "plot", "bad"] * 60)[: config["max_text_bytes"]]
+    assert bodies(in_process(service, [json_request({"text": longest}, 0)]))[0][0] == 200
+    model = service.model
+    [parsed] = [model.parse(json.dumps({"text": longest}).encode(), {})]
+    tokens = model.predictor.encoder.token_count(model.predictor.encoder.pieces([longest]))
+    assert model.explain_cost(parsed) == 6 * tokens <= model.settings.max_explain_tokens
+    [(status, body)] = bodies(in_process(service, [json_request({"text": longest}, 0, **EXPLAIN)]))
+    assert status == 200 and body["method"] == "hierarchical", body
+    assert body["evaluations"] <= 6 and len(body["words"]) > 6 and body["truncated"]

@@ -89,3 +89,46 @@ def toy_predictor(tmp_path_factory):
 
 def test_word_spans_split_on_whitespace_and_punctuation():
     assert word_spans("it's--fine") == [(0, 2), (3, 4), (6, 10)]
+
+
+def test_hierarchical_takes_at_most_its_passes_whatever_the_length(predictor):
+    explainer = SentimentExplainer(predictor, passes=12)
+    text = " ".join(["a dull film but a wonderful cast"] * 60)  # 420 words, past the window
+    assert explainer.cost(text) == 12
+    ex = explainer.explain(text)
+    assert ex.method == "hierarchical" and ex.evaluations <= 12
+    assert ex.truncated and any(w.attribution != 0 for w in ex.words)
+    # Leave-one-word-out would have priced and run a pass per word.
+    assert SentimentExplainer(predictor, "ablation").cost(text) == 421
+
+
+def test_hierarchical_is_leave_one_word_out_on_a_short_text(predictor):
+    a = SentimentExplainer(predictor).explain(TEXT)
+    b = SentimentExplainer(predictor, "ablation").explain(TEXT)
+    assert [w.attribution for w in a.words] == [w.attribution for w in b.words]
+    assert a.evaluations == len(a.words) + 1
+
+
+def test_hierarchical_refines_the_groups_that_matter_and_shares_the_rest(toy_predictor):
+    # 10 words, the toy window's whole content: groups of 4, 4 and 2 (3 passes), then 4 passes
+    # for the words of the group that moved the score most. On the toy model masking is
+    # deleting, so each number is a deletion's effect.
+    text = "bad awful boring plot good great fine film dull bad"
+    explainer = SentimentExplainer(toy_predictor, score="probability", passes=8)
+    ex = explainer.explain(text)
+    assert ex.evaluations <= 8 and not ex.truncated
+    idx = list(toy_predictor.settings.labels).index(ex.target)
+    words = [w.text for w in ex.words]
+    assert len(words) == 10
+
+    def drop(gone: set[int]) -> float:
+        rest = " ".join(w for i, w in enumerate(words) if i not in gone)
+        return ex.probability - toy_deterministic(toy_predictor, rest)[idx]
+
+    groups = [range(0, 4), range(4, 8), range(8, 10)]
+    effects = [drop(set(g)) for g in groups]
+    refined = max((g for g in groups if len(g) <= 4), key=lambda g: abs(effects[groups.index(g)]))
+    for g, effect in zip(groups, effects, strict=True):
+        for i in g:
+            want = drop({i}) if g is refined else effect / len(g)
+            assert ex.words[i].attribution == pytest.approx(want, abs=1e-5), (words[i], g)

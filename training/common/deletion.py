@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 
-def summary(ks: Sequence[int], top: dict, rand: dict) -> dict:
+def summary(ks: Sequence[int | str], top: dict, rand: dict) -> dict:
     """Mean drop per k for the top-k and random-k deletions, and their ratio."""
     rows = {}
     for k in ks:
@@ -22,7 +22,7 @@ def summary(ks: Sequence[int], top: dict, rand: dict) -> dict:
 
 
 def plot(
-    results: list[dict], ks: Sequence[int], path: Path, title: str, xlabel: str, ylabel: str
+    results: list[dict], ks: Sequence[int | str], path: Path, title: str, xlabel: str, ylabel: str
 ) -> None:
     import matplotlib
 
@@ -30,7 +30,9 @@ def plot(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    xs = [0, *ks]
+    # k may be a share ("10%"): then the points are evenly spaced and labelled with their k.
+    shares = any(isinstance(k, str) for k in ks)
+    xs = list(range(len(ks) + 1)) if shares else [0, *ks]
     for r in results:
         ax.plot(xs, [0] + [r["deletion"][str(k)]["top"] for k in ks], marker="o",
                 label=f"top-k, {r['label']}")  # fmt: skip
@@ -38,6 +40,8 @@ def plot(
         if r.get("random_label"):
             ax.plot(xs, [0] + [r["deletion"][str(k)]["random"] for k in ks], "--", marker="x",
                     label=r["random_label"])  # fmt: skip
+    if shares:
+        ax.set_xticks(xs, ["0", *map(str, ks)])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -47,7 +51,7 @@ def plot(
     plt.close(fig)
 
 
-def report(out: Path, name: str, results: list[dict], ks: Sequence[int], meta: dict) -> None:
+def report(out: Path, name: str, results: list[dict], ks: Sequence[int | str], meta: dict) -> None:
     """Write <name>_faithfulness.json and print the markdown table (with the CPU)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}_faithfulness.json").write_text(
