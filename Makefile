@@ -162,9 +162,17 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), then the whole suite against real servers
+# The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
+# artifacts/ holds every model, as after `make serve`, and then needs that server.
+TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
+test: $(STAMP) haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x tests/unit
+	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
 	$(PY) -m pytest -q tests/integration
+
+.PHONY: check-served
+check-served: $(STAMP) ## Ask the full-size models `make serve` runs: held-out reviews, digits, a signal; REST = gRPC = MLflow PyFunc
+	$(PY) -m deploy.check_served --artifacts $(ARTIFACTS) --config config.properties --keys-dir .
 
 test-unit: $(STAMP) ## Only the plain-module tests
 	$(PY) -m pytest -q tests/unit
