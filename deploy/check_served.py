@@ -2,14 +2,13 @@
 
 python -m deploy.check_served [--artifacts artifacts] [--config config.properties] [--keys-dir .]
 
-Held-out inputs come from the training code's own splits (nothing here knows an answer but the
-datasets' labels), each sent over REST and gRPC to the running TorchServe and given as a row to
-the model's registered MLflow PyFunc (the version named in artifacts/<model>/manifest.json):
-- sentiment: the first `REVIEWS` IMDB reviews of the test split training scored; at least as many
-  right as a model with the report's held-out IMDB accuracy gets with probability 1 - `ALPHA`;
-- digits: the whole held-out test split (the last 297 images); the report's accuracy, less `DIGITS_SLACK`;
-- frequency: the whole test signal (its own noise seed) against its known components; each
-  component's MSE at most the report's (the same signal, the same stitching) x `MSE_RATIO` + `MSE_SLACK`.
+Each model's questions come from `served_check` in training/<model>/heldout.py: held-out
+inputs made by the training code's own split (nothing knows an answer but the dataset's labels),
+judged against those labels and the training report's figures (sentiment: 48 test IMDB reviews,
+binomial bar at the report's accuracy; digits: the whole test split, the report's accuracy less
+1 %; frequency: the test signal, each component's MSE within the report's). Each request goes
+over REST and gRPC to the running TorchServe and, as a row, to the model's registered MLflow
+PyFunc (the version named in artifacts/<model>/manifest.json).
 REST and gRPC answers must be equal, the PyFunc's equal to them within `PYFUNC_ATOL` (it runs the
 handler's code in this process), and every answer must name the version artifacts/ holds.
 Exit status 1 on any failure, 2 when no server answers. `make test` runs it when artifacts/ holds
@@ -19,49 +18,17 @@ every model (the README's flow: `make serve`, then `make test`).
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import importlib
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from handlers import registry
+from training.common.heldout import HeldOut, Outcome
 
-REVIEWS = 48
-"""Held-out IMDB reviews asked (3 requests of 16 texts, the request limit)."""
-ALPHA = 1e-3
-"""A model as good as its report fails the review count this rarely (binomial)."""
-DIGITS_SLACK = 0.01
-"""Served accuracy on the whole test split may trail the report's by this (3 images of 297):
-an image on the boundary may flip between the eager model the report scored and the export."""
-MSE_RATIO, MSE_SLACK = 1.05, 1e-3
 PYFUNC_ATOL = 1e-4
-TEXTS_PER_REQUEST, IMAGES_PER_REQUEST = 16, 64
-
-
-@dataclass
-class Outcome:
-    model: str
-    lines: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def check(self, ok: bool, what: str) -> None:
-        (self.lines if ok else self.failures).append(what)
-
-
-def binomial_floor(n: int, p: float, alpha: float = ALPHA) -> int:
-    """The largest k with P(X < k) <= alpha for X ~ Binomial(n, p)."""
-    below, k = 0.0, 0
-    for i in range(n + 1):
-        if below > alpha:
-            break
-        k = i
-        below += math.comb(n, i) * p**i * (1 - p) ** (n - i)
-    return k
+"""The PyFunc runs the handler's code in this process: its answers may differ in the last bits."""
 
 
 def _short(value: Any) -> str:
@@ -88,103 +55,18 @@ def differences(a: Any, b: Any, atol: float = 0.0, path: str = "") -> list[str]:
     return [] if a == b else [f"{path or '.'}: {_short(a)} vs {_short(b)}"]
 
 
-@dataclass(frozen=True)
-class Cases:
-    """One model's held-out requests, how to read the answers, and the bar."""
-
-    bodies: list[dict]
-    judge: Callable[[list[Any], Outcome], None]
-    """Checks the served answers (one per body) against the known truth."""
-
-
-def sentiment_cases(manifest: dict, artifacts: Path) -> Cases:
-    from training.sentiment.config import CONFIGS
-    from training.sentiment.data import LABELS, load_splits
-
-    metrics = manifest["metrics"]
-    cfg = CONFIGS[metrics.get("config", "default")]
-    # The test split and sample training scored (training/sentiment/pipeline.py), its IMDB reviews.
-    test = load_splits(cfg.seed).test.sample(cfg.test_size, cfg.seed + 2)
-    imdb = [i for i, s in enumerate(test.source) if s == "imdb"][:REVIEWS]
-    texts, labels = [test.text[i] for i in imdb], [LABELS[int(test.label[i])] for i in imdb]
-    bodies = [
-        {"texts": texts[i : i + TEXTS_PER_REQUEST]} for i in range(0, len(texts), TEXTS_PER_REQUEST)
-    ]
-    accuracy = float(metrics["test_accuracy_imdb"])
-
-    def judge(answers: list[Any], out: Outcome) -> None:
-        got = [a["label"] for answer in answers for a in answer]
-        right = sum(g == w for g, w in zip(got, labels, strict=True))
-        need = binomial_floor(len(labels), accuracy)
-        out.check(right >= need, f"{right}/{len(labels)} held-out IMDB reviews right "
-                  f"(at least {need}: report's accuracy {accuracy:.4f})")  # fmt: skip
-
-    return Cases(bodies, judge)
-
-
-def digits_cases(manifest: dict, artifacts: Path) -> Cases:
-    from training.digits.data import PIXEL_MAX, load_splits
-
-    config = _training_config(artifacts)
-    test = load_splits(config.get("train_images", 1500), config.get("val_images", 150))["test"]
-    grids = np.rint(test.greys * PIXEL_MAX).astype(int).tolist()  # the dataset's own 0..16 values
-    bodies = [
-        {"images": grids[i : i + IMAGES_PER_REQUEST]}
-        for i in range(0, len(grids), IMAGES_PER_REQUEST)
-    ]
-    accuracy = float(manifest["metrics"]["test_accuracy"])
-
-    def judge(answers: list[Any], out: Outcome) -> None:
-        got = [int(a["label"]) for answer in answers for a in answer]
-        right = int(sum(g == w for g, w in zip(got, test.labels.tolist(), strict=True)))
-        need = math.floor(len(got) * (accuracy - DIGITS_SLACK) + 1e-9)
-        out.check(right >= need, f"{right}/{len(got)} held-out digits right "
-                  f"(at least {need}: report's accuracy {accuracy:.4f} - {DIGITS_SLACK})")  # fmt: skip
-
-    return Cases(bodies, judge)
-
-
-def frequency_cases(manifest: dict, artifacts: Path) -> Cases:
-    from training.frequency.config import SignalSpec
-    from training.frequency.data import make_signal
-
-    config = _training_config(artifacts)
-    signal_cfg = config.get("signal", {})
-    settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in signal_cfg.items()}  # fmt: skip
-    spec = SignalSpec(**settings)
-    signal = make_signal(spec, config.get("test_seed", 2))  # the signal the report's test MSE is of
-    body = {
-        "signal": signal.mixed.tolist(),
-        "sample_rate": spec.sample_rate,
-        "frequencies": list(spec.frequencies),
-    }
-    reported = manifest["metrics"]["mse_stitched_test"]
-
-    def judge(answers: list[Any], out: Outcome) -> None:
-        (answer,) = answers
-        for i, component in enumerate(answer["components"]):
-            name = f"{component['frequency']:g}Hz"
-            served = np.asarray(component["signal"], dtype=np.float64)
-            target = signal.targets[i].astype(np.float64)
-            mse = float(np.mean((served - target) ** 2))
-            corr = float(np.corrcoef(served, target)[0, 1])
-            limit = reported[name] * MSE_RATIO + MSE_SLACK
-            out.check(mse <= limit, f"{name}: MSE {mse:.4f} against the known component "
-                      f"(report {reported[name]:.4f}, at most {limit:.4f}), correlation {corr:.3f}")  # fmt: skip
-
-    return Cases([body], judge)
-
-
-CASES: dict[str, Callable[[dict, Path], Cases]] = {
-    "sentiment": sentiment_cases,
-    "digits": digits_cases,
-    "frequency": frequency_cases,
-}
-
-
-def _training_config(artifacts: Path) -> dict:
-    path = artifacts / "metrics.json"
-    return json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
+def held_out(name: str, manifest: dict, artifacts: Path) -> HeldOut:
+    """The model's questions: `served_check` in its training package's heldout.py."""
+    package = registry.get(name).training_package
+    try:
+        module = importlib.import_module(f"{package}.heldout")
+    except ModuleNotFoundError as err:
+        if err.name != f"{package}.heldout":
+            raise
+        raise LookupError(
+            f"{name} has no held-out check: add {package}.heldout.served_check"
+        ) from None
+    return module.served_check(manifest, artifacts)
 
 
 def _versions(answer: Any) -> set[str]:
@@ -198,7 +80,7 @@ def check_model(name: str, artifacts: Path, rest, grpc, tracking_uri: str) -> Ou
     started = time.perf_counter()
     out = Outcome(name)
     manifest = read_manifest(artifacts)
-    cases = CASES[name](manifest, artifacts)
+    cases = held_out(name, manifest, artifacts)
     served = [rest.predict(name, body) for body in cases.bodies]
     cases.judge(served, out)
     versions = set().union(*(_versions(a) for a in served))
@@ -235,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     from clients import connect
     from clients.errors import ClientError
     from clients.settings import ClientSettings
-    from handlers.registry import names
     from training.common.tracking import tracking_uri
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -245,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", nargs="*", default=None, help="default: every registered model")
     args = p.parse_args(argv)
     settings = ClientSettings.from_properties(args.config, key_file=args.keys_dir / "key_file.json")
-    models = args.models or names()
-    missing = [m for m in models if m not in CASES]
-    if missing:
-        print(f"check_served: no held-out check for {missing}: add one to CASES", file=sys.stderr)
-        return 1
+    models = args.models or registry.names()
     outcomes = []
     with connect("rest", settings) as rest, connect("grpc", settings) as grpc:
         try:
@@ -263,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(
                     check_model(name, args.artifacts / name, rest, grpc, tracking_uri())
                 )
-            except (ClientError, KeyError, ValueError, OSError) as e:
+            except (ClientError, KeyError, LookupError, ValueError, OSError) as e:
                 outcomes.append(Outcome(name, failures=[f"{type(e).__name__}: {e}"]))
     for o in outcomes:
         print(f"{o.model} ({o.seconds:.1f} s):")

@@ -1,11 +1,12 @@
-"""The bar deploy/check_served.py holds the served models to: the review count a model as good as
+"""The bar make check-served (deploy/check_served.py, training/common/heldout.py) holds the served models to: the review count a model as good as
 its report reaches (binomial), and answers compared field by field."""
 
 from __future__ import annotations
 
 import math
 
-from deploy.check_served import ALPHA, binomial_floor, differences
+from deploy.check_served import differences
+from training.common.heldout import ALPHA, binomial_floor
 
 
 def _below(n: int, p: float, k: int) -> float:
