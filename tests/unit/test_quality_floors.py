@@ -66,7 +66,7 @@ def store(tmp_path, monkeypatch):
 
 def _assert_nothing_exported_or_registered(out: Path, client: MlflowClient, model: str) -> None:
     left = sorted(p.name for p in out.iterdir())
-    for name in ("model.pt", "model.onnx", "manifest.json", "head.npz"):
+    for name in ("model.pt", "model.onnx", "model.int8.onnx", "manifest.json", "head.npz"):
         assert name not in left, left
     assert not [n for n in left if n.startswith(".unchecked-")], left  # no staged export left over
     assert client.search_model_versions(f"name='{model}'") == []
@@ -85,6 +85,9 @@ def test_sentiment_below_its_floor_is_neither_exported_nor_registered(
     impossible = dataclasses.replace(CONFIGS["tiny"], min_imdb_accuracy=1.01)
     monkeypatch.setitem(CONFIGS, "tiny", impossible)
     out = tmp_path / "sentiment"
+    out.mkdir()
+    for stale in ("model.pt", "model.onnx", "model.int8.onnx", "manifest.json"):  # an earlier run's
+        (out / stale).write_text("stale")
     assert cli.main(["--out", str(out), "--config", "tiny"]) == 1
     err = capsys.readouterr().err
     assert "sentiment failed its quality gate" in err

@@ -95,7 +95,7 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     # A stale manifest would vouch for files this run is about to replace, and a stale export
     # must not outlive a run whose model missed the quality floors.
-    for name in ("manifest.json", *EXPORT_FILES):
+    for name in ("manifest.json", *EXPORT_FILES, INT8_FILE):
         (out / name).unlink(missing_ok=True)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
