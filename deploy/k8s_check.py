@@ -52,9 +52,19 @@ def overlays() -> list[str]:
     return sorted(p.name for p in OVERLAYS.iterdir() if (p / "kustomization.yaml").is_file())
 
 
+def kubectl() -> str:
+    """The kubectl on PATH, else the one `make install` put beside this venv's python (the pinned
+    wheel of requirements-kubectl.txt, where Debian packages none): no activation needed."""
+    beside = Path(sys.executable).with_name("kubectl")
+    found = shutil.which("kubectl") or (str(beside) if os.access(beside, os.X_OK) else None)
+    if found is None:
+        raise RuntimeError("no kubectl on PATH nor in the venv: run make install")
+    return found
+
+
 def render(overlay: str) -> Rendered:
     out = subprocess.run(
-        ["kubectl", "kustomize", str(OVERLAYS / overlay)],
+        [kubectl(), "kustomize", str(OVERLAYS / overlay)],
         capture_output=True,
         text=True,
     )

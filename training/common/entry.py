@@ -10,12 +10,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from training.common.floors import QualityError
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
 
-
-class QualityError(RuntimeError):
-    """A trained model missed its config's quality floor: nothing is exported or registered."""
+__all__ = ["QualityError", "train_and_report"]
 
 
 def train_and_report(

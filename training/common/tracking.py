@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from training.common.floors import QualityError
 from training.common.machine import describe_cpu
 
 # mlflow is imported where it is used: `--no-track` runs (e.g. on a bare GPU box) need no mlflow.
@@ -88,6 +89,9 @@ class TrainingRun:
     def __exit__(self, exc_type, exc, tb) -> None:
         import mlflow
 
+        if isinstance(exc, QualityError):  # the failed run says why: the figures and the floor
+            mlflow.log_metrics({f"quality_floor.{k}": v for k, v in exc.figures.items()})
+            mlflow.set_tag("quality_floor", str(exc)[:5000])
         mlflow.end_run("FAILED" if exc_type else "FINISHED")
 
     def logger(self):

@@ -24,6 +24,7 @@ from training.common.calibration import (
     reliability_bins,
 )
 from training.common.entry import train_and_report
+from training.common.floors import check_floors
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.plots import reliability_diagram
@@ -115,20 +116,26 @@ def run(
     (an open MLflow run) also log metrics and reports and register the export."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)  # none until the new export passed parity
+    # No manifest until the new export passed parity, and no export of a model below the floors.
+    for name in ("manifest.json", *FILES):
+        (out / name).unlink(missing_ok=True)
     started = time.perf_counter()
     splits = load_splits(cfg.train_images, cfg.val_images)
     export = export_block(cfg, splits["train"])
     logger = tracking.logger() if tracking else None
     model, trained_steps = train(cfg, splits, export, opts, out, logger, progress)
     train_seconds = time.perf_counter() - started
-    parity = export_all(model, export, out, splits["test"].greys[:33])
-    (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
 
     val = splits["val"]
     temperature = round(fit_temperature(logits_of(model, val.greys, export), val.labels), 4)
     export = dataclasses.replace(export, temperature=temperature)
     evaluation, arrays = evaluate(model, splits, export, temperature)
+    # The eager model is what both exports must match: the floors are checked on it, before any
+    # file is written (QualityError: no export, no manifest, no registered version).
+    figures = {"test_accuracy": evaluation["test"]["accuracy"]}
+    floors = check_floors("digits", figures, cfg.floors)
+    parity = export_all(model, export, out, splits["test"].greys[:33])
+    (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
     evaluation["uncertainty"]["outlier_exposure"]["weight"] = cfg.outlier_weight
     metrics = {
         "config": asdict(cfg),
@@ -137,6 +144,7 @@ def run(
         "train_seconds": round(train_seconds, 1),
         "machine": describe_cpu(),  # the CPU train_seconds was measured on
         "temperature": temperature,
+        "quality_floors": floors,
         **evaluation,
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
@@ -160,6 +168,7 @@ def run(
         "train_seconds": metrics["train_seconds"],
         "machine": metrics["machine"],
         "test_accuracy": evaluation["test"]["accuracy"],
+        "quality_floors": floors,
         "test_images": evaluation["test"]["images"],
         "val_accuracy": evaluation["val"]["accuracy"],
         "ece_test": {k: evaluation["test"][k] for k in ("ece_before", "ece_after")},

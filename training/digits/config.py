@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from training.common.floors import Floor
+
 ARCH_INPUTS = {"cnn": (1, 8), "resnet": (3, 16)}
 """Each architecture's default (channels, side): the CNN reads the dataset's own 8x8 grey images;
 the ResNet reads them upsampled to 16x16 and repeated in 3 channels (an RGB-shaped network), which
@@ -47,6 +49,17 @@ class TrainConfig:
     """Size of the bank of synthetic non-digits drawn once (seeded) before training."""
     torch_seed: int = 0
     """Weights, dropout, shuffling and augmentation."""
+    min_test_accuracy: float | None = 0.97
+    """Quality floor: accuracy on the held-out test split (the last 297 images) at least this, or
+    training fails and nothing is exported or registered (training/common/floors.py). None: no floor."""
+
+    @property
+    def floors(self) -> tuple[Floor, ...]:
+        """The quality floors run() checks before exporting."""
+        return (
+            Floor("test_accuracy", self.min_test_accuracy, at_least=True,
+                  what="held-out test accuracy"),
+        )  # fmt: skip
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
@@ -57,5 +70,12 @@ class TrainConfig:
 
 CONFIGS = {
     "default": TrainConfig(),
-    "tiny": TrainConfig(width=8, epochs=2, batch_size=128, patience=2, outlier_images=500),
+    "tiny": TrainConfig(
+        width=8,
+        epochs=2,
+        batch_size=128,
+        patience=2,
+        outlier_images=500,
+        min_test_accuracy=None,  # quality floor off: two epochs of a width-8 net; the default run's
+    ),  # fmt: skip
 }

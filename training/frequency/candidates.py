@@ -8,7 +8,7 @@ per candidate; they share nothing but the read-only training signals), and no fu
 candidate is under the floor. Each is scored on the validation signal (its own noise seed, neither
 train nor test) by its worst component, stitched or stateful MSE: the failure is one frequency,
 which a mean over four would dilute. The lowest score trained is kept; above
-`cfg.max_validation_mse` training stops with a `QualityError` and nothing is exported. On two
+`cfg.max_validation_mse` training stops with a `QualityError` (training/common/floors.py) and nothing is exported. On two
 cores at two threads a wave is one candidate: the first seed under the floor is the model, the
 next seed trains only when it is not.
 
@@ -35,7 +35,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from tqdm import tqdm
 
-from training.common.entry import QualityError
+from training.common.floors import check_floors
 from training.common.trainer import TrainerOptions
 from training.frequency.config import TrainConfig
 from training.frequency.data import make_signal
@@ -201,13 +201,12 @@ def _seeds(cfg: TrainConfig) -> list[int]:
 def select(candidates: list[Candidate], cfg: TrainConfig) -> Candidate:
     """The lowest validation score; a QualityError when even that misses the floor."""
     best = min(candidates, key=lambda c: (c.score, c.seed))
-    floor = cfg.max_validation_mse
-    if floor is not None and best.score > floor:
-        scores = ", ".join(f"seed {c.seed}: {c.score:.4f}" for c in candidates)
-        raise QualityError(
-            f"no candidate reached worst-component validation MSE <= {floor} ({scores}); "
-            "train other seeds: python -m training.frequency --candidates 2,3 --out ..."
-        )
+    scores = ", ".join(f"seed {c.seed}: {c.score:.4f}" for c in candidates)
+    check_floors(
+        "frequency", {"validation_worst_mse": best.score}, cfg.floors,
+        f"the best of the seeds trained ({scores}); train other seeds: "
+        "python -m training.frequency --candidates 2,3 --out ...",
+    )  # fmt: skip
     return best
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from training.common.floors import Floor
+
 
 @dataclass(frozen=True)
 class SignalSpec:
@@ -89,6 +91,14 @@ class TrainConfig:
     """Optimizer steps between validation passes (windowed MSE over every frequency)."""
     patience: int = 4
     """Validation passes without a better MSE before training stops early."""
+
+    @property
+    def floors(self) -> tuple[Floor, ...]:
+        """The quality floors candidates.select checks (training/common/floors.py)."""
+        return (
+            Floor("validation_worst_mse", self.max_validation_mse, at_least=False,
+                  what="worst-component validation MSE"),
+        )  # fmt: skip
 
 
 CONFIGS = {

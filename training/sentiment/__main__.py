@@ -7,6 +7,7 @@ import argparse
 import sys
 from dataclasses import asdict
 
+from training.common.floors import QualityError
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
 from training.common.trainer import add_trainer_args, trainer_options
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
                 manifest = run(args.out, cfg, opts, tracking)
     except ParityError as err:
         print(f"export rejected, no manifest written: {err}", file=sys.stderr)
+        return 1
+    except QualityError as err:
+        print(f"sentiment failed its quality gate: {err}", file=sys.stderr)
         return 1
     m = manifest["metrics"]
     print(

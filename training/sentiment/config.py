@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from training.common.floors import Floor
+
 
 @dataclass(frozen=True)
 class SentimentConfig:
@@ -50,9 +52,24 @@ class SentimentConfig:
     int8_max_ece: float | None = 0.02
     """The int8 gate's own ECE limit (after calibration): int8 is the CPU default, so it must be
     calibrated as the product promises. None: only the limits relative to fp32 apply."""
+    min_imdb_accuracy: float | None = 0.90
+    """Quality floor: accuracy on the held-out IMDB test reviews (the fp32 export, scored as
+    served) at least this, or training fails and nothing is exported or registered
+    (training/common/floors.py). None: no floor."""
+    max_ece: float | None = 0.03
+    """Quality floor: the test split's ECE after temperature calibration at most this. None: no floor."""
     eval_batch_size: int = 64
     threads: int = 2
     progress: bool = True
+
+    @property
+    def floors(self) -> tuple[Floor, ...]:
+        """The quality floors the pipeline checks before the export reaches the artifact folder."""
+        return (
+            Floor("test_accuracy_imdb", self.min_imdb_accuracy, at_least=True,
+                  what="held-out IMDB accuracy"),
+            Floor("ece_after", self.max_ece, at_least=False, what="ECE after calibration"),
+        )  # fmt: skip
 
 
 DEFAULT = SentimentConfig(name="default")
@@ -75,6 +92,9 @@ TINY = replace(
     # The tiny model's fp32 ECE is itself about 0.045 (64 training reviews): the product's absolute
     # limit cannot apply to it, the gate's limits relative to fp32 still do.
     int8_max_ece=None,
+    # Quality floors off: 64 training reviews learn little; the floors are the default run's.
+    min_imdb_accuracy=None,
+    max_ece=None,
     progress=False,
 )
 

@@ -10,6 +10,7 @@ import torch
 
 from handlers.sentiment.settings import HEAD_TAIL, SentimentExport
 from training.common import plots
+from training.common.floors import check_floors, staged_export
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
@@ -39,7 +40,8 @@ from training.sentiment.train import fine_tune
 HEAD_FILE = "head.npz"
 TOKENIZER_DIR = "tokenizer"
 TOKENIZER_FILE = f"{TOKENIZER_DIR}/tokenizer.json"
-SERVE_FILES = ["model.pt", "model.onnx", HEAD_FILE, TOKENIZER_DIR]
+EXPORT_FILES = ("model.pt", "model.onnx")
+SERVE_FILES = [*EXPORT_FILES, HEAD_FILE, TOKENIZER_DIR]
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -82,7 +84,8 @@ def run(
     opts: TrainerOptions | None = None,
     tracking: TrainingRun | None = None,
 ) -> dict:
-    """Build a complete artifact directory; returns the manifest. Raises ParityError on a bad export.
+    """Build a complete artifact directory; returns the manifest. Raises ParityError on a bad export,
+    QualityError on a model below the config's quality floors (nothing exported then).
 
     With `tracking` (an open MLflow run) the run gets per-step and final metrics, the plots and
     reports, and the parity-checked export is registered as a new model version.
@@ -90,8 +93,10 @@ def run(
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # A stale manifest would vouch for files this run is about to replace.
-    (out / "manifest.json").unlink(missing_ok=True)
+    # A stale manifest would vouch for files this run is about to replace, and a stale export
+    # must not outlive a run whose model missed the quality floors.
+    for name in ("manifest.json", *EXPORT_FILES, INT8_FILE):
+        (out / name).unlink(missing_ok=True)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
 
@@ -118,30 +123,33 @@ def run(
     )
 
     vocab_size = model.encoder.config.vocab_size
-    export_torchscript(model, out / "model.pt", vocab_size, pad)
-    export_onnx(model, out / "model.onnx", vocab_size, pad)
-    parity = verify_exports(model, out, cfg.max_length, vocab_size, pad, cfg.threads)
-    _write_json(out / "parity.json", parity)
-
     accelerator = resolved_accelerator(opts.accelerator)
+    # The export is measured through its own files and reaches `out` only once the quality floors
+    # passed: a model below them leaves no model.pt / model.onnx, manifest or registered version.
+    with staged_export(out, EXPORT_FILES) as stage:
+        export_torchscript(model, stage / "model.pt", vocab_size, pad)
+        export_onnx(model, stage / "model.onnx", vocab_size, pad)
+        parity = verify_exports(model, stage, cfg.max_length, vocab_size, pad, cfg.threads)
+        _write_json(out / "parity.json", parity)
 
-    def infer(texts, desc):
-        if accelerator == "cpu":
-            # The parity-checked model.onnx, each text alone: the file and the way a CPU
-            # worker serves it: 17.0 texts/s against 12.0 for length-sorted batches of 64 on
-            # 2 threads (TorchScript, 600 test reviews, the AVX2 EPYC).
-            return onnx_predict(out / "model.onnx", rows(texts), cfg.threads, desc,
-                                cfg.progress)  # fmt: skip
-        return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress,
-                       accelerator)  # fmt: skip
+        def infer(texts, desc):
+            if accelerator == "cpu":
+                # The parity-checked model.onnx, each text alone: the file and the way a CPU
+                # worker serves it: 17.0 texts/s against 12.0 for length-sorted batches of 64 on
+                # 2 threads (TorchScript, 600 test reviews, the AVX2 EPYC).
+                return onnx_predict(stage / "model.onnx", rows(texts), cfg.threads, desc,
+                                    cfg.progress)  # fmt: skip
+            return predict(model, rows(texts), pad, cfg.eval_batch_size, desc, cfg.progress,
+                           accelerator)  # fmt: skip
 
-    val_pred = infer(validation.text, "validation")
-    test_pred = infer(test.text, "test")
-    ood_pred = {kind: infer(texts, f"ood {kind}") for kind, texts in ood_texts.items()}
-    head = model.mlp_head()
-    metrics, bins = classification_metrics(
-        val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
-    )
+        val_pred = infer(validation.text, "validation")
+        test_pred = infer(test.text, "test")
+        ood_pred = {kind: infer(texts, f"ood {kind}") for kind, texts in ood_texts.items()}
+        head = model.mlp_head()
+        metrics, bins = classification_metrics(
+            val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
+        )
+        metrics["quality_floors"] = check_floors("sentiment", metrics, cfg.floors)
     int8 = gated_int8_export(
         out,
         rows(test.text),

@@ -1,0 +1,40 @@
+"""`make test` asks the served full-size models (make check-served) once artifacts/ holds every
+model, as after `make serve`, between the unit and the integration tier; otherwise it says why not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from handlers.registry import names
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dry_run(artifacts: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
+    done = subprocess.run(["make", "-n", "test", f"ARTIFACTS={artifacts}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout
+
+
+def test_make_test_checks_the_served_models_when_every_model_is_trained(tmp_path):
+    for model in names():
+        (tmp_path / model).mkdir()
+        (tmp_path / model / "manifest.json").write_text("{}")
+    lines = _dry_run(tmp_path).splitlines()
+    check = next(i for i, line in enumerate(lines) if "-m deploy.check_served" in line)
+    assert f"--artifacts {tmp_path}" in lines[check]
+    unit = next(i for i, line in enumerate(lines) if "pytest -q -x tests/unit" in line)
+    integration = next(i for i, line in enumerate(lines) if "pytest -q tests/integration" in line)
+    assert unit < check < integration
+
+
+def test_make_test_says_it_skips_the_check_while_a_model_is_untrained(tmp_path):
+    first, *_ = names()
+    (tmp_path / first).mkdir()
+    (tmp_path / first / "manifest.json").write_text("{}")
+    out = _dry_run(tmp_path)
+    assert "deploy.check_served" not in out
+    assert "check-served: artifacts/ does not hold every model" in out

@@ -1,0 +1,129 @@
+"""Quality floors (training/common/floors.py): a model below its config's floor is neither exported
+nor registered, and `python -m training.<model>` fails with the figures and the floor."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from training.common.floors import Floor, QualityError, check_floors
+
+ACCURACY = Floor("acc", 0.9, at_least=True, what="held-out accuracy")
+ECE = Floor("ece", 0.03, at_least=False, what="ECE after calibration")
+
+
+def test_a_missed_floor_names_every_figure_and_its_floor():
+    with pytest.raises(QualityError) as e:
+        check_floors("m", {"acc": 0.8912, "ece": 0.012}, [ACCURACY, ECE])
+    assert "held-out accuracy 0.8912 (floor >= 0.9: MISSED)" in str(e.value)
+    assert "ECE after calibration 0.0120 (floor <= 0.03: met)" in str(e.value)
+    assert e.value.figures == {"acc": 0.8912, "ece": 0.012}
+    with pytest.raises(
+        QualityError, match=r"ECE after calibration 0\.0310 \(floor <= 0\.03: MISSED"
+    ):
+        check_floors("m", {"acc": 0.95, "ece": 0.031}, [ACCURACY, ECE])
+
+
+def test_floors_met_or_off_give_the_report():
+    report = check_floors("m", {"acc": 0.9, "ece": 0.03}, [ACCURACY, ECE])  # the limits themselves
+    assert report == {
+        "acc": {"value": 0.9, "floor": 0.9, "at_least": True},
+        "ece": {"value": 0.03, "floor": 0.03, "at_least": False},
+    }
+    off = dataclasses.replace(ACCURACY, limit=None)
+    assert check_floors("m", {"acc": 0.1}, [off]) == {}
+
+
+def test_the_default_configs_carry_the_floors_and_the_tiny_ones_are_off():
+    from training.digits.config import CONFIGS as DIGITS
+    from training.frequency.config import CONFIGS as FREQUENCY
+    from training.sentiment.config import CONFIGS as SENTIMENT
+
+    def limits(cfg):
+        return {f.figure: f.limit for f in cfg.floors}
+
+    assert limits(SENTIMENT["default"]) == {"test_accuracy_imdb": 0.90, "ece_after": 0.03}
+    assert limits(DIGITS["default"]) == {"test_accuracy": 0.97}
+    assert limits(FREQUENCY["default"]) == {"validation_worst_mse": 0.05}
+    for configs in (SENTIMENT, DIGITS, FREQUENCY):
+        assert set(limits(configs["tiny"]).values()) == {None}
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """An MLflow store of this test's own (training registers into MLFLOW_TRACKING_URI)."""
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    previous = mlflow.get_tracking_uri()
+    yield MlflowClient(uri)
+    mlflow.set_tracking_uri(previous)  # TrainingRun set it process-wide
+
+
+def _assert_nothing_exported_or_registered(out: Path, client: MlflowClient, model: str) -> None:
+    left = sorted(p.name for p in out.iterdir())
+    for name in ("model.pt", "model.onnx", "model.int8.onnx", "manifest.json", "head.npz"):
+        assert name not in left, left
+    assert not [n for n in left if n.startswith(".unchecked-")], left  # no staged export left over
+    assert client.search_model_versions(f"name='{model}'") == []
+    (experiment,) = [e for e in client.search_experiments() if e.name == f"training-{model}"]
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FAILED"
+    assert any(k.startswith("quality_floor.") for k in run.data.metrics)  # the figures, recorded
+
+
+def test_sentiment_below_its_floor_is_neither_exported_nor_registered(
+    store, tmp_path, monkeypatch, capsys
+):
+    from training.sentiment import __main__ as cli
+    from training.sentiment.config import CONFIGS
+
+    impossible = dataclasses.replace(CONFIGS["tiny"], min_imdb_accuracy=1.01)
+    monkeypatch.setitem(CONFIGS, "tiny", impossible)
+    out = tmp_path / "sentiment"
+    out.mkdir()
+    for stale in ("model.pt", "model.onnx", "model.int8.onnx", "manifest.json"):  # an earlier run's
+        (out / stale).write_text("stale")
+    assert cli.main(["--out", str(out), "--config", "tiny"]) == 1
+    err = capsys.readouterr().err
+    assert "sentiment failed its quality gate" in err
+    assert "held-out IMDB accuracy" in err and "(floor >= 1.01: MISSED)" in err
+    assert "ECE after calibration" not in err  # that floor is off in the tiny config
+    _assert_nothing_exported_or_registered(out, store, "sentiment")
+
+
+def test_digits_below_its_floor_is_neither_exported_nor_registered(
+    store, tmp_path, monkeypatch, capsys
+):
+    from training.digits import __main__ as cli
+    from training.digits.config import CONFIGS
+
+    monkeypatch.setitem(
+        CONFIGS, "tiny", dataclasses.replace(CONFIGS["tiny"], min_test_accuracy=1.01)
+    )
+    out = tmp_path / "digits"
+    assert cli.main(["--out", str(out), "--config", "tiny", "--no-plots"]) == 1
+    err = capsys.readouterr().err
+    assert "digits failed its quality gate" in err
+    assert "held-out test accuracy" in err and "(floor >= 1.01: MISSED)" in err
+    _assert_nothing_exported_or_registered(out, store, "digits")
+
+
+def test_digits_over_its_floor_is_exported_registered_and_reports_it(store, tmp_path, monkeypatch):
+    from training.digits import __main__ as cli
+    from training.digits.config import CONFIGS
+
+    monkeypatch.setitem(
+        CONFIGS, "tiny", dataclasses.replace(CONFIGS["tiny"], min_test_accuracy=0.0)
+    )
+    out = tmp_path / "digits"
+    assert cli.main(["--out", str(out), "--config", "tiny", "--no-plots"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    floor = manifest["metrics"]["quality_floors"]["test_accuracy"]
+    assert floor == {"value": manifest["metrics"]["test_accuracy"], "floor": 0.0, "at_least": True}
+    assert (out / "model.pt").is_file() and (out / "model.onnx").is_file()
+    assert [int(v.version) for v in store.search_model_versions("name='digits'")] == [1]
