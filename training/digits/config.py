@@ -32,6 +32,10 @@ class TrainConfig:
     shift: float = 0.125
     """Augmentation: each training image is shifted by up to this fraction of its side, at random
     (one pixel at 8x8): handwriting is rarely centred the same way twice."""
+    redrawn_copies: int = 3
+    """Augmentation: redrawn large copies of each training and validation digit (random stroke
+    width, slant, rotation, stretch, scale, position, levels, polarity, blur, noise;
+    training/digits/augment.py), read by the served pixels code like an upload; 0 turns it off."""
     train_images: int = 1500
     """The first 1,500 images of load_digits train and validate; the last 297 are the test split."""
     val_images: int = 150
@@ -57,5 +61,7 @@ class TrainConfig:
 
 CONFIGS = {
     "default": TrainConfig(),
-    "tiny": TrainConfig(width=8, epochs=2, batch_size=128, patience=2, outlier_images=500),
+    "tiny": TrainConfig(
+        width=8, epochs=2, batch_size=128, patience=2, outlier_images=500, redrawn_copies=1
+    ),
 }
