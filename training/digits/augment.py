@@ -5,9 +5,9 @@ learns the digits people draw and type through the same reading the handler serv
 Each copy of a dataset digit is enlarged to 32 x 32 (bicubic), turned into a stroke of a random
 width (a soft threshold at a random level, sometimes dilated or eroded), slanted, rotated and
 stretched, placed at a random scale and position on a canvas of random size, given random ink and
-paper levels in either polarity, and sometimes blurred or noised. Nothing here draws strokes from
-templates or renders fonts: the held-out test of drawn and typed digits (tests/support/
-drawn_digits.py) is another generator.
+paper levels in either polarity, and sometimes blurred or noised. Synthetic glyphs (glyphs.py) are
+finished the same way. Nothing here renders fonts or shares code, templates or seeds with the
+held-out test of drawn and typed digits (tests/support/drawn_digits.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 from PIL import Image, ImageFilter
+
+from training.digits.glyphs import glyphs
 
 
 def _stroke(grey: np.ndarray, rng: np.random.Generator) -> Image.Image:
@@ -77,7 +79,13 @@ def _placed(im: Image.Image, rng: np.random.Generator) -> np.ndarray:
 
 def redrawn(grey: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One dataset digit (8x8, [0, 1]) → one large grey image of it in [0, 1], either polarity."""
-    ink = _placed(_warped(_stroke(grey, rng), rng), rng)
+    return finished(_stroke(grey, rng), rng)
+
+
+def finished(stroke: Image.Image, rng: np.random.Generator) -> np.ndarray:
+    """A 32 x 32 stroke image ('F', 0..1) → slanted, placed, levelled, maybe blurred, noised and
+    inverted: a large grey image in [0, 1]."""
+    ink = _placed(_warped(stroke, rng), rng)
     if rng.random() < 0.3:
         grey = Image.fromarray((np.clip(ink, 0.0, 1.0) * 255).astype(np.uint8))
         blurred = grey.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 1.5)))
@@ -92,9 +100,12 @@ def redrawn(grey: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def augmented(
-    greys: np.ndarray, labels: np.ndarray, copies: int, seed: int
+    greys: np.ndarray, labels: np.ndarray, copies: int, seed: int, glyph_images: int = 0
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """`copies` redrawn images of each dataset digit and their labels (seeded)."""
+    """`copies` redrawn images of each dataset digit, then `glyph_images` synthetic glyphs
+    (glyphs.py) finished the same way, and their labels (seeded)."""
     rng = np.random.default_rng(seed)
     images = [redrawn(g, rng) for _ in range(copies) for g in greys]
-    return images, np.tile(labels, copies)
+    strokes, glyph_labels = glyphs(glyph_images, seed)
+    images += [finished(stroke, rng) for stroke in strokes]
+    return images, np.concatenate([np.tile(labels, copies), glyph_labels])

@@ -110,17 +110,29 @@ class DigitsModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-def with_redrawn(split: Split, copies: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """The split's digits and `copies` redrawn large images of each (augment.py), with labels."""
-    images, labels = augmented(split.greys, split.labels, copies, seed)
-    return [*split.greys, *images], np.concatenate([split.labels, labels])
+def with_redrawn(
+    split: Split, copies: int, seed: int, glyph_images: int = 0, repeats: int = 1
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The split's digits (`repeats` times), `copies` redrawn large images of each and
+    `glyph_images` synthetic glyphs (augment.py), with labels."""
+    images, labels = augmented(split.greys, split.labels, copies, seed, glyph_images)
+    own = [*split.greys] * repeats
+    return [*own, *images], np.concatenate([np.tile(split.labels, repeats), labels])
 
 
 def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tuple]:
     """Training's and validation's images (dataset digits and their redrawn copies, seeded)."""
     return {
-        "train": with_redrawn(splits["train"], cfg.redrawn_copies, cfg.torch_seed),
-        "val": with_redrawn(splits["val"], cfg.redrawn_copies, cfg.torch_seed + 1),
+        "train": with_redrawn(
+            splits["train"],
+            cfg.redrawn_copies,
+            cfg.torch_seed,
+            cfg.glyph_images,
+            cfg.dataset_repeats,
+        ),
+        "val": with_redrawn(
+            splits["val"], cfg.redrawn_copies, cfg.torch_seed + 1, cfg.glyph_images // 9
+        ),
     }
 
 
