@@ -7,9 +7,9 @@ brushed from its own templates and digits typed in Pillow's bundled font, where 
 scikit-learn's digits (training/digits/augment.py). The recipe was developed against that
 generator's seed 2024; these tests draw with another seed (HELD_OUT_SEED).
 
-Before the reading and the augmentation (the same generator, seed 2024): drawn digits 0.30
-bright-on-dark and 0.08 dark-on-light, typed 0.12 in both, entropy AUROC of errors 0.69. With them
-(seed 7, these tests' sets): drawn 1.00 in both polarities, typed 0.88 in both, AUROC 0.996.
+These tests on the recipe before the reading and the augmentation: drawn digits 0.30 bright-on-dark
+and 0.12 dark-on-light, typed 0.25 and 0.13, entropy AUROC of errors 0.60 (and no polarity in the
+answer). With them: drawn 1.00 in both polarities, typed 0.88 in both, AUROC 0.996.
 """
 
 from __future__ import annotations
