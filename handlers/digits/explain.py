@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from handlers.digits.pixels import model_batch, resize
+from handlers.digits.pixels import graph_batch, read, resize
 from handlers.explain import JsonExplanation
 
 METHODS = ("ablation", "shapley")
@@ -87,7 +87,8 @@ class DigitsExplainer:
         p = self.predictor
         export = p.settings.export
         _, h, w = export.input_shape
-        x = resize(grey, h, w)
+        # The map is over the image as the network reads it: polarity, levels and framing done.
+        x = resize(read(grey, export.native_size).grey, h, w)
         evaluations = 0
 
         def forward(images: torch.Tensor) -> torch.Tensor:
@@ -96,12 +97,12 @@ class DigitsExplainer:
             evaluations += len(arr)
             out = []
             for i in range(0, len(arr), self.batch):
-                batch = model_batch(list(arr[i : i + self.batch]), export)
+                batch = graph_batch(list(arr[i : i + self.batch]), export)
                 logits = p.runtime.run({export.input_name: batch})[export.output_name]
                 out.append(log_odds(logits, export.temperature))
             return torch.from_numpy(np.concatenate(out))
 
-        [cls] = p.classify([x])
+        [cls] = p.classify([grey])
         idx = (
             list(export.classes).index(target)
             if target is not None

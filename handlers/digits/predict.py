@@ -23,7 +23,7 @@ import numpy as np
 from handlers.budget import within_budget
 from handlers.codec import Reply
 from handlers.digits.codec import ImageRequest, decode_request
-from handlers.digits.pixels import model_batch
+from handlers.digits.pixels import POLARITIES, read_batch
 from handlers.digits.settings import DigitsSettings, parse_settings
 from handlers.errors import ArchiveError, RequestError
 from handlers.predictor import Predictor
@@ -49,6 +49,9 @@ class Classification:
     """Standard deviation over the samples of the predicted label's probability."""
     samples: int = 0
     """MC-dropout samples behind mutual_information and std."""
+    polarity: str = POLARITIES[0]
+    """How the image was read (handlers/digits/pixels.py): "bright_on_dark" (the dataset's
+    convention) or "dark_on_light" (a light border: inverted before the network)."""
 
     def uncertainty(self) -> dict[str, float | int]:
         return {
@@ -139,9 +142,16 @@ class DigitsPredictor(Predictor[DigitsSettings]):
             )
 
     def _forward(self, greys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        return self._read_and_forward(greys)[:2]
+
+    def _read_and_forward(
+        self, greys: list[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(logits, features, the polarity read from each image)."""
         export = self.settings.export
-        out = self.runtime.run({export.input_name: model_batch(greys, export)})
-        return out[export.output_name], out[export.features_name]
+        batch, polarities = read_batch(greys, export)
+        out = self.runtime.run({export.input_name: batch})
+        return out[export.output_name], out[export.features_name], polarities
 
     # The request's side.
     def decode(self, row: dict, headers: dict) -> ImageRequest:
@@ -152,7 +162,7 @@ class DigitsPredictor(Predictor[DigitsSettings]):
         if not greys:
             return []
         export = self.settings.export
-        _, features = self._forward(greys)
+        _, features, polarities = self._read_and_forward(greys)
         u = classify_with_uncertainty(features, self.head, self.masks, export.temperature)
         return [
             Classification(
@@ -162,6 +172,7 @@ class DigitsPredictor(Predictor[DigitsSettings]):
                 float(u.mutual_information[i]),
                 float(u.std[i]),
                 u.samples,
+                polarities[i],
             )
             for i, p in enumerate(u.probabilities)
         ]
@@ -187,6 +198,7 @@ class DigitsPredictor(Predictor[DigitsSettings]):
                 "label": c.label,
                 "probabilities": c.probabilities,
                 "uncertainty": c.uncertainty(),
+                "polarity": c.polarity,
                 "model": dict(self.model_info),
             }
             for c in answer.predictions

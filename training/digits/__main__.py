@@ -37,7 +37,7 @@ from training.digits.model import ARCHS, mlp_head
 from training.digits.outliers import TRAIN_KINDS
 from training.digits.plots import confusion, plot_confusion, plot_samples
 from training.digits.probes import HELD_OUT_KINDS, non_digits
-from training.digits.train import export_block, logits_of, outputs_of, train
+from training.digits.train import export_block, logits_of, outputs_of, redrawn_splits, train
 
 PLOTS = ("test_confusion.png", "test_samples.png", "reliability.png")
 
@@ -126,8 +126,9 @@ def run(
     model, trained_steps = train(cfg, splits, export, opts, out, logger, progress)
     train_seconds = time.perf_counter() - started
 
-    val = splits["val"]
-    temperature = round(fit_temperature(logits_of(model, val.greys, export), val.labels), 4)
+    # Fitted on what validation is made of: its digits and their redrawn copies.
+    val_images, val_labels = redrawn_splits(cfg, splits)["val"]
+    temperature = round(fit_temperature(logits_of(model, val_images, export), val_labels), 4)
     export = dataclasses.replace(export, temperature=temperature)
     evaluation, arrays = evaluate(model, splits, export, temperature)
     # The eager model is what both exports must match: the floors are checked on it, before any

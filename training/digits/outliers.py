@@ -16,19 +16,20 @@ TRAIN_KINDS = ("gaussian_noise", "blank", "solid", "strokes", "blobs")
 
 
 def _strokes(rng: np.random.Generator, side: int = 32) -> np.ndarray:
-    """2..6 random straight strokes drawn at 32x32, shrunk by area to 8x8 (like an upload)."""
+    """2..6 random straight strokes drawn at side x side (an upload: the served reading frames
+    it)."""
     canvas = Image.new("L", (side, side), 0)
     draw = ImageDraw.Draw(canvas)
     for _ in range(int(rng.integers(2, 7))):
         x0, y0, x1, y1 = rng.uniform(0, side, 4)
         draw.line((x0, y0, x1, y1), fill=255, width=int(rng.integers(2, 6)))
-    return np.asarray(canvas.resize((8, 8), Image.Resampling.BOX), np.float32) / 255.0
+    return np.asarray(canvas, np.float32) / 255.0
 
 
-def _blobs(rng: np.random.Generator) -> np.ndarray:
+def _blobs(rng: np.random.Generator, side: int = 8) -> np.ndarray:
     """1..3 Gaussian blobs of random centre, size and brightness."""
-    yy, xx = np.mgrid[0:8, 0:8].astype(np.float32)
-    img = np.zeros((8, 8), np.float32)
+    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32) * (8 / side)
+    img = np.zeros((side, side), np.float32)
     for _ in range(int(rng.integers(1, 4))):
         cy, cx = rng.uniform(-1, 8, 2)
         s = rng.uniform(0.8, 3.0)
@@ -36,21 +37,30 @@ def _blobs(rng: np.random.Generator) -> np.ndarray:
     return np.clip(img, 0, 1)
 
 
-def synthetic_non_digits(n: int, seed: int = 0) -> np.ndarray:
-    """(n, 8, 8) grey images in [0, 1], the TRAIN_KINDS in turn."""
+def synthetic_non_digits(n: int, seed: int = 0) -> list[np.ndarray]:
+    """n grey images in [0, 1], the TRAIN_KINDS in turn: half at the dataset's 8x8, half as
+    uploads of 16..96 pixels a side, which the served reading (handlers/digits/pixels.py) frames
+    like any large image (framed noise is a grey field, not the noise an 8x8 image shows)."""
     rng = np.random.default_rng(seed)
-    out = np.empty((n, 8, 8), np.float32)
+    out = []
     for i in range(n):
         kind = TRAIN_KINDS[i % len(TRAIN_KINDS)]
+        side = 8 if (i // len(TRAIN_KINDS)) % 2 == 0 else int(rng.integers(16, 97))
         if kind == "gaussian_noise":
-            img = rng.normal(rng.uniform(0.1, 0.6), rng.uniform(0.1, 0.5), (8, 8))
+            img = rng.normal(rng.uniform(0.1, 0.6), rng.uniform(0.1, 0.5), (side, side))
         elif kind == "blank":
-            img = np.full((8, 8), rng.uniform(0.0, 0.05))
+            img = np.full((side, side), rng.uniform(0.0, 0.05))
         elif kind == "solid":
-            img = np.full((8, 8), rng.uniform(0.2, 1.0))
+            img = np.full((side, side), rng.uniform(0.2, 1.0))
         elif kind == "strokes":
-            img = _strokes(rng)
+            img = _strokes(rng, max(side, 32)) if side > 8 else _strokes_8(rng)
         else:
-            img = _blobs(rng)
-        out[i] = np.clip(img, 0, 1)
+            img = _blobs(rng, side)
+        out.append(np.clip(img, 0, 1).astype(np.float32))
     return out
+
+
+def _strokes_8(rng: np.random.Generator) -> np.ndarray:
+    """Random strokes at 32x32 shrunk by area to the dataset's 8x8."""
+    big = Image.fromarray(_strokes(rng))
+    return np.asarray(big.resize((8, 8), Image.Resampling.BOX), np.float32)

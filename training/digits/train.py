@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from handlers.digits.pixels import model_batch, resize
 from handlers.digits.settings import DigitsExport
 from training.common.trainer import TrainerOptions, build_trainer, checkpoint_path
+from training.digits.augment import augmented
 from training.digits.config import TrainConfig
 from training.digits.data import CLASSES, NATIVE_SIZE, PIXEL_MAX, Split
 from training.digits.model import FEATURES_NAME, INPUT_NAME, OUTPUT_NAME, build_model
@@ -109,9 +110,41 @@ class DigitsModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-def loader(split: Split, export: DigitsExport, batch: int, shuffle: bool, seed: int) -> DataLoader:
-    x = torch.from_numpy(model_batch(split.greys, export))
-    data = TensorDataset(x, torch.from_numpy(split.labels))
+def with_redrawn(
+    split: Split, copies: int, seed: int, glyph_images: int = 0, repeats: int = 1
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The split's digits (`repeats` times), `copies` redrawn large images of each and
+    `glyph_images` synthetic glyphs (augment.py), with labels."""
+    images, labels = augmented(split.greys, split.labels, copies, seed, glyph_images)
+    own = [*split.greys] * repeats
+    return [*own, *images], np.concatenate([np.tile(split.labels, repeats), labels])
+
+
+def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tuple]:
+    """Training's and validation's images (dataset digits and their redrawn copies, seeded)."""
+    return {
+        "train": with_redrawn(
+            splits["train"],
+            cfg.redrawn_copies,
+            cfg.torch_seed,
+            cfg.glyph_images,
+            cfg.dataset_repeats,
+        ),
+        "val": with_redrawn(
+            splits["val"], cfg.redrawn_copies, cfg.torch_seed + 1, cfg.glyph_images // 9
+        ),
+    }
+
+
+def loader(
+    images: tuple[list[np.ndarray], np.ndarray],
+    export: DigitsExport,
+    batch: int,
+    shuffle: bool,
+    seed: int,
+) -> DataLoader:
+    x = torch.from_numpy(model_batch(images[0], export))
+    data = TensorDataset(x, torch.from_numpy(images[1]))
     return DataLoader(data, batch_size=batch, shuffle=shuffle,
                       generator=torch.Generator().manual_seed(seed))  # fmt: skip
 
@@ -125,12 +158,13 @@ def train(
     logger=None,
     progress: bool = True,
 ) -> tuple[torch.nn.Module, int]:
-    """Fit (one-cycle LR, shift augmentation, early stopping on validation loss, checkpoints under
+    """Fit (one-cycle LR, redrawn copies and shift augmentation, early stopping on validation loss, checkpoints under
     out/checkpoints); returns the model on the CPU in eval mode and the optimizer steps taken."""
     opts = opts or TrainerOptions()
     L.seed_everything(cfg.torch_seed, verbose=False)
-    fit = loader(splits["train"], export, cfg.batch_size, True, cfg.torch_seed)
-    val = loader(splits["val"], export, 512, False, cfg.torch_seed)
+    images = redrawn_splits(cfg, splits)
+    fit = loader(images["train"], export, cfg.batch_size, True, cfg.torch_seed)
+    val = loader(images["val"], export, 2048, False, cfg.torch_seed)
     steps = cfg.epochs * len(fit)
     module = DigitsModule(cfg, export, steps)
     stop = EarlyStopping("val_loss", patience=cfg.patience, mode="min")
@@ -143,7 +177,7 @@ def train(
 
 
 def outputs_of(
-    model: torch.nn.Module, greys: np.ndarray, export: DigitsExport
+    model: torch.nn.Module, greys: np.ndarray | list[np.ndarray], export: DigitsExport
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eager (logits, features) of grey images, through the serving code's pixels."""
     with torch.inference_mode():
@@ -151,5 +185,7 @@ def outputs_of(
     return logits.numpy(), features.numpy()
 
 
-def logits_of(model: torch.nn.Module, greys: np.ndarray, export: DigitsExport) -> np.ndarray:
+def logits_of(
+    model: torch.nn.Module, greys: np.ndarray | list[np.ndarray], export: DigitsExport
+) -> np.ndarray:
     return outputs_of(model, greys, export)[0]

@@ -1,0 +1,96 @@
+"""Sentiment outside its movie-review domain: product and service reviews and short social posts
+(tests/fixtures/data/sentiment_out_of_domain.tsv, 36 texts written for this test, half positive),
+read by the full-size model through the in-process predictor.
+
+What is watched is not only how many it gets right but how sure it is when wrong: a change that
+makes the model confidently wrong off its domain fails here even if its movie-review figures hold.
+
+Measured with the full-size (default) model on AMD EPYC, AVX-512 BF16, 2 CPUs: fp32 ONNX 34 of 36
+(0.944), its two errors at probability 0.51 and 0.82; the gated int8 export 33 of 36 (0.917),
+errors at 0.56, 0.57 and 0.79. Every error is a service review or a social post whose facts are
+good or bad news without a sentiment word ("explained the problem", "missed my sister's ...").
+
+The full-size artifacts are `artifacts/sentiment` (make train / make serve write them; CI's
+`make serve` does before `make test`). Missing, this test fails under CI=true and skips otherwise:
+the tiny test model says nothing about the real one's behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from handlers.manifest import read_manifest
+from handlers.sentiment.predict import SentimentPredictor
+from training.sentiment.quantize import INT8_FILE
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "sentiment"
+TEXTS = ROOT / "tests" / "fixtures" / "data" / "sentiment_out_of_domain.tsv"
+
+ACCURACY_FLOOR = 0.85
+"""Five errors of 36 allowed (two to three measured): retraining moves a borderline text or two,
+and 0.85 is what an independent 20-text set of product and service reviews measured (17 of 20)."""
+ERROR_CEILING = 0.95
+"""No error surer than this (0.82 measured): room for a retrain's drift, while an answer wrong at
+0.95 or more on a plain review is the confidently wrong behaviour this test is here to catch."""
+
+
+def out_of_domain_set() -> list[tuple[str, str, str]]:
+    """(label, domain, text) rows of the fixture."""
+    rows = []
+    for line in TEXTS.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            label, domain, text = line.split("\t")
+            rows.append((label, domain, text))
+    return rows
+
+
+@pytest.fixture(scope="module", params=["onnx", "onnx-int8"])
+def full_size_predictor(request) -> SentimentPredictor:
+    """The full-size model in fp32 ONNX and in the gated int8 export (`runtime: auto` serves it
+    on CPUs with int8 dot products)."""
+    if not (ARTIFACTS / "manifest.json").is_file():
+        why = f"no full-size sentiment artifacts at {ARTIFACTS} (make train writes them)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    config = read_manifest(ARTIFACTS)["metrics"].get("config")
+    assert config == "default", f"{ARTIFACTS} holds the {config!r} config, not the full-size one"
+    if request.param == "onnx-int8" and not (ARTIFACTS / INT8_FILE).is_file():
+        pytest.skip("training's int8 gate wrote no int8 export")
+    return SentimentPredictor.from_dir(ARTIFACTS, {"runtime": request.param, "threads": 1})
+
+
+def test_fixture_is_balanced_over_labels_and_domains():
+    rows = out_of_domain_set()
+    assert len(rows) == 36
+    assert {label for label, _, _ in rows} == {"positive", "negative"}
+    for domain in ("product", "service", "social"):
+        labels = [label for label, d, _ in rows if d == domain]
+        assert labels.count("positive") == labels.count("negative") == 6, domain
+
+
+def test_out_of_domain_accuracy_and_error_confidence(full_size_predictor, record_property):
+    rows = out_of_domain_set()
+    answers = full_size_predictor.predict([text for _, _, text in rows])
+    correct = np.array(
+        [a["label"] == label for a, (label, _, _) in zip(answers, rows, strict=True)]
+    )
+    confidence = np.array([max(a["probabilities"].values()) for a in answers])
+    errors = [
+        f"{domain}: {a['label']} at {max(a['probabilities'].values()):.2f}: {text[:50]}"
+        for a, (label, domain, text) in zip(answers, rows, strict=True)
+        if a["label"] != label
+    ]
+    accuracy = float(correct.mean())
+    worst = float(confidence[~correct].max()) if errors else 0.0
+    record_property("out_of_domain_accuracy", round(accuracy, 4))
+    record_property("out_of_domain_max_error_confidence", round(worst, 4))
+    report = f"accuracy {accuracy:.3f} ({correct.sum()}/{len(rows)}); errors: {errors}"
+    print(report)
+    assert accuracy >= ACCURACY_FLOOR, report
+    assert worst <= ERROR_CEILING, report
