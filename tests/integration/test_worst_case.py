@@ -27,10 +27,11 @@ pytestmark = pytest.mark.integration
 
 RSS_BOUND_MB = {"digits": 256, "sentiment": 512, "frequency": 384}
 """Peak worker RSS above its idle RSS allowed while the worst case runs (docs/reliability.md)."""
-SMALL_BOUND_S = {"digits": 5.0, "sentiment": 5.0, "frequency": 15.0}
+SMALL_BOUND_S = {"digits": 10.0, "sentiment": 10.0, "frequency": 15.0}
 """A small request sent while the worst case runs is answered within this (docs/reliability.md):
-one batch at its budget ahead of it, on a shared 2-core machine. Frequency's is one explanation
-at its cost limit (400,000 sample-passes, about 5 s of a tiny model's worker here)."""
+a batch or two of the most expensive requests ahead of it, on a 2-core machine shared with other
+test work (idle, one such digits or sentiment batch holds a worker under a second). Frequency's
+includes one explanation at its cost limit (400,000 sample-passes, about 5 s of a worker here)."""
 ROUNDS = 2
 """Worst-case requests each client sends in turn."""
 
@@ -113,10 +114,14 @@ def test_the_worst_requests_allowed_keep_the_worker_alive_and_bounded(served, mo
     config = costly.model_config(model)
     batch, timeout = config["batchSize"], config["responseTimeout"]
     worst = worst_requests(served, model)
-    small = costly.Costly("small", json.dumps(registry.get(model).example()).encode())
+    example = registry.get(model).example()
+    small = costly.Costly("small", json.dumps(example).encode())
+    # Explanations take whole signals: no stream field in the warm-up.
+    whole = json.dumps({k: v for k, v in example.items() if k != "stream"}).encode()
     # Warm each worker's explainer (Captum loads on the first explanation): not the worst case's.
     for _ in workers(served.management_url, served.keys["management"], model):
-        send(served, model, costly.Costly("warm", small.body, explain=True), timeout)
+        warm = send(served, model, costly.Costly("warm", whole, explain=True), timeout)
+        assert warm.status in (200, 503), warm  # 503: that worker's share, warmed already
     time.sleep(10.5)  # the warm-up explanation's share of the worker (10 s window) expires
     before = workers(served.management_url, served.keys["management"], model)
     log_before = served.logs("model_log.log").count("Worker died")
