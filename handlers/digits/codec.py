@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageChops, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from handlers import codec
 from handlers.digits.pixels import resize
@@ -63,12 +63,12 @@ ONE_BYTE_MODES = frozenset({"1", "L", "P"})
 """Modes Pillow keeps in one byte per pixel; every other served mode takes four (RGB and LA too)."""
 
 REDUCING_GAP = 16
-"""A large image is reduced (JPEG: decoded at a reduced DCT scale, `Image.draft`; any format:
-`Image.reduce` of its 8-bit grey) while it keeps at least this many pixels per model-input pixel
-on each side; the exact area average to the model's size does the rest. Images under twice that
-(under 256 x 256 for an 8 x 8 network) are never reduced: their grey is what a full-size decode
-gives, bit for bit. Above it each reduced pixel is rounded to a grey level (at most half of one),
-and the final average over 16 x 16 or more of them shrinks that further."""
+"""A large image keeps at least this many pixels per model-input pixel on each side when it is
+reduced: a JPEG is decoded at the largest DCT scale that keeps them (`Image.draft`: 1/2, 1/4 or
+1/8, about two grey levels from a full decode at most); any image still twice that large (an
+8 x 8 network: 256 x 256 or more) is averaged to the model's size from its 8-bit grey a few rows
+at a time (`_box_average`, within float rounding of the full-size path). Smaller images take the
+full-size path itself: the model's input is what it always was, bit for bit."""
 
 
 @dataclass(frozen=True)
@@ -207,13 +207,10 @@ def _decoded(
         if size is None:
             return _grey(upright)
         height, width = size
-        factor = min(
-            upright.width // (width * REDUCING_GAP), upright.height // (height * REDUCING_GAP)
-        )
-        if factor < 2:
+        large = min(upright.width // width, upright.height // height) >= 2 * REDUCING_GAP
+        if not large:
             return resize(_grey(upright), height, width)
-        small = _grey8(upright).reduce(factor)
-        return resize(np.asarray(small, dtype=np.float32) / 255.0, height, width)
+        return _box_average(upright, height, width)
     except _DECODE_ERRORS:
         raise BadEncoding(f"the {image.fmt} image is truncated or corrupt") from None
 
@@ -231,13 +228,45 @@ def _grey(im: Image.Image) -> np.ndarray:
     return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
 
 
-def _grey8(im: Image.Image) -> Image.Image:
-    """`_grey` in 8 bits, for the large images reduced before the exact average: a quarter of
-    float32's bytes, and what `Image.reduce` takes."""
+ROWS_AT_ONCE = 256
+"""Rows of a large image converted to floating point at a time by `_box_average`."""
+
+
+def _box_weights(size: int, out: int) -> np.ndarray:
+    """(out, size) weights of Pillow's BOX resampling when shrinking (its Resample.c: a source
+    pixel counts whole toward the output pixel its centre falls in), so the average below gives
+    what `pixels.resize` gives the full-size grey, within float rounding."""
+    scale = size / out
+    weights = np.zeros((out, size))
+    for i in range(out):
+        center = (i + 0.5) * scale
+        lo = max(int(center - scale / 2 + 0.5), 0)
+        hi = min(int(center + scale / 2 + 0.5), size)
+        arg = (np.arange(lo, hi) - center + 0.5) / scale
+        kept = ((arg > -0.5) & (arg <= 0.5)).astype(np.float64)
+        weights[i, lo:hi] = kept / kept.sum()
+    return weights
+
+
+def _box_average(im: Image.Image, height: int, width: int) -> np.ndarray:
+    """`resize(_grey(im), height, width)` for a large image without its full-size float copy:
+    the grey (and alpha) stay 8-bit, and ROWS_AT_ONCE rows at a time are weighted into the
+    (height, width) average."""
+    alpha = None
     if _has_alpha(im):
         rgba = im.convert("RGBA")
-        return ImageChops.multiply(rgba.convert("L"), rgba.getchannel("A"))
-    return im.convert("L")
+        grey, alpha = np.asarray(rgba.convert("L")), np.asarray(rgba.getchannel("A"))
+        del rgba
+    else:
+        grey = np.asarray(im.convert("L"))
+    rows, cols = _box_weights(im.height, height), _box_weights(im.width, width)
+    acc = np.zeros((height, im.width))
+    for top in range(0, im.height, ROWS_AT_ONCE):
+        part = grey[top : top + ROWS_AT_ONCE].astype(np.float64) / 255.0
+        if alpha is not None:
+            part *= alpha[top : top + ROWS_AT_ONCE] / 255.0
+        acc += rows[:, top : top + ROWS_AT_ONCE] @ part
+    return (acc @ cols.T).astype(np.float32)
 
 
 def decode_grid(value: list, settings: DigitsSettings, where: str) -> np.ndarray:
