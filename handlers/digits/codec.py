@@ -15,7 +15,7 @@ a request is read that way first and the request is priced from the headers (`re
 pixels to decode in all, bytes decoded), so the server refuses what is over a limit or past the
 batch's budget before decoding anything (a 210-byte WebP can claim 2000 x 2000 of one colour).
 Only then are pixels decoded, one image at a time and brought at once to the model's input size
-(large images decoded or reduced at a smaller scale first, `REDUCING_GAP`), and a truncated or
+(large images averaged from their 8-bit grey, `REDUCING_GAP`), and a truncated or
 corrupt file is that request's 400, never a worker crash.
 """
 
@@ -63,12 +63,13 @@ ONE_BYTE_MODES = frozenset({"1", "L", "P"})
 """Modes Pillow keeps in one byte per pixel; every other served mode takes four (RGB and LA too)."""
 
 REDUCING_GAP = 16
-"""A large image keeps at least this many pixels per model-input pixel on each side when it is
-reduced: a JPEG is decoded at the largest DCT scale that keeps them (`Image.draft`: 1/2, 1/4 or
-1/8, about two grey levels from a full decode at most); any image still twice that large (an
-8 x 8 network: 256 x 256 or more) is averaged to the model's size from its 8-bit grey a few rows
-at a time (`_box_average`, within float rounding of the full-size path). Smaller images take the
-full-size path itself: the model's input is what it always was, bit for bit."""
+"""An image with at least twice this many pixels per model-input pixel on each side (an 8 x 8
+network: 256 x 256 or more) is averaged to the model's size from its 8-bit grey a few rows at a
+time (`_box_average`, within float rounding of the full-size path) instead of being converted
+to a full-size float copy first. Smaller images take the full-size path itself: the model's
+input is what it always was, bit for bit. (JPEG's reduced DCT scales, `Image.draft`, would
+decode faster but move block edges inside the model's pixels: up to 7 grey levels off on the
+held-out digits, and a label changed; they are not used.)"""
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,7 @@ class EncodedImage:
     """As the header says."""
     mode: str
     decoded: tuple[int, int]
-    """(width, height) Pillow will decode for the model: the header's, or JPEG's reduced DCT
-    scale (`Image.draft`)."""
+    """(width, height) Pillow will decode: the header's."""
 
     @property
     def pixels(self) -> int:
@@ -147,12 +147,6 @@ def _open(data: bytes, fmt: str, settings: DigitsSettings) -> Image.Image:
         raise BadEncoding(f"the {fmt} header is corrupt") from None
 
 
-def _reduced_target(settings: DigitsSettings) -> tuple[int, int]:
-    """(width, height) below which a large image is not reduced (REDUCING_GAP)."""
-    _, h, w = settings.export.input_shape
-    return w * REDUCING_GAP, h * REDUCING_GAP
-
-
 def read_image(data: bytes, fmt: str, settings: DigitsSettings) -> EncodedImage:
     """Encoded bytes of one Pillow format → the checked, priced image, or a RequestError saying
     what is wrong. Only the header is read."""
@@ -182,10 +176,7 @@ def read_image(data: bytes, fmt: str, settings: DigitsSettings) -> EncodedImage:
             f"image mode {im.mode!r} is not served (CMYK, 16-bit and float images are not); "
             "send 8-bit grey or RGB"
         )
-    mode = im.mode
-    if fmt == "JPEG":  # picks the DCT scale from the header: still nothing decoded
-        im.draft(mode, _reduced_target(settings))
-    return EncodedImage(data, fmt, width, height, mode, im.size)
+    return EncodedImage(data, fmt, width, height, im.mode, im.size)
 
 
 def decode_image(data: bytes, fmt: str, settings: DigitsSettings) -> np.ndarray:
@@ -200,8 +191,6 @@ def _decoded(
         return image if size is None else resize(image, *size)
     im = _open(image.data, image.fmt, settings)
     try:
-        if size is not None and image.fmt == "JPEG":
-            im.draft(image.mode, _reduced_target(settings))
         im.load()
         upright = ImageOps.exif_transpose(im)  # a phone photo's rotation is in its EXIF
         if size is None:

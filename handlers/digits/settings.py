@@ -158,8 +158,7 @@ class DigitsServing(ServingSettings):
     such image decodes in under 0.1 s into at most 16 MB (RGB), and it is the most ever held
     at full size (images are decoded one at a time and brought to the input size at once)."""
     max_request_pixels: PositiveInt = 16_000_000
-    """Pixels one request may make the worker decode, all its images together (JPEG counts its
-    reduced DCT scale), read from the headers before decoding: past it 400 too_large. 64 images
+    """Pixels one request may make the worker decode, all its images together, read from the headers before decoding: past it 400 too_large. 64 images
     of 500 x 500 or 4 at max_image_pixels; the worst such request decodes in about 0.5 s on one
     core of the reference CPU (docs/reliability.md, "Work priced before it is done"), where 64
     images at max_image_pixels took 4.7 s and 1.4 GB."""
