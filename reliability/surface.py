@@ -5,6 +5,8 @@
   segments; headers TorchServe or a handler reads (its `describe`/`explain` modes, `ts_stream_next`,
   the models' own X- headers) with values drawn from valid ones and nasty ones; bodies from
   `reliability.bodies` plus valid examples carrying out-of-range numbers.
+- cost: the most expensive requests each model's limits allow, and the first past them
+  (reliability/costly.py), drawn among the bodies on every route and RPC.
 - gRPC: every RPC of the inference service, read from the compiled `inference.proto` descriptor
   (unary, server-streaming and bidirectional alike), with generated model names, versions and inputs.
 
@@ -13,12 +15,14 @@ Each draw is a small dataclass whose repr reads as what a client sent.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
+from reliability import costly
 from reliability.bodies import READ_HEADERS, Body, malformed_bodies, valid_example
 
 UNKNOWN_MODEL = "no-such-model"
@@ -97,9 +101,27 @@ def numbers_in_fields(draw, model: str) -> Body:
     return Body("huge-number-field", "application/json", data)
 
 
+@functools.cache
+def costly_bodies(model: str) -> tuple[Body, ...]:
+    """The most expensive requests the model's limits allow and the first past them
+    (reliability/costly.py): the cost dimension of the surface."""
+    return tuple(
+        Body(
+            f"costly: {c.label}",
+            c.content_type,
+            c.body,
+            tuple((k, v.encode()) for k, v in c.headers.items()),
+        )
+        for c in costly.for_model(model)
+    )
+
+
 def bodies(model: str) -> st.SearchStrategy[Body]:
     valid = Body("valid", "application/json", json.dumps(valid_example(model)).encode())
-    return st.one_of(st.just(valid), malformed_bodies(model), numbers_in_fields(model))
+    drawn = [st.just(valid), malformed_bodies(model), numbers_in_fields(model)]
+    if costly_bodies(model):
+        drawn.append(st.sampled_from(costly_bodies(model)))
+    return st.one_of(drawn)
 
 
 @st.composite

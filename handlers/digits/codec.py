@@ -1,4 +1,5 @@
-"""Wire format → `ImageRequest` (grey images, each bounded and checked before it costs anything).
+"""Wire format → `PendingImages` (image files read from their headers, checked and priced, not
+decoded) → `ImageRequest` (grey images at the size the pixel reading works at).
 
 Accepted bodies (docs/digits.md):
 - an image file: `image/png`, `image/jpeg` or `image/webp` (also sniffed from its signature when the
@@ -9,8 +10,13 @@ Accepted bodies (docs/digits.md):
 
 Images are an attack surface, so the order matters: bytes are bounded before decoding, the header's
 width x height before any pixel is decoded (a small PNG can claim 100,000 x 100,000), the format and
-mode from the header too (no GIF, no CMYK or 16-bit), and animated files are refused; only then are
-pixels decoded, and a truncated or corrupt file is that request's 400, never a worker crash.
+mode from the header too (no GIF, no CMYK or 16-bit), and animated files are refused. Every image of
+a request is read that way first and the request is priced from the headers (`read_request`:
+pixels to decode in all, bytes decoded), so the server refuses what is over a limit or past the
+batch's budget before decoding anything (a 210-byte WebP can claim 2000 x 2000 of one colour).
+Only then are pixels decoded, one image at a time, a large one shrunk at once from its 8-bit grey to
+the size the pixel reading works at (`pixels.working_factor`, `_block_average`), and a truncated or
+corrupt file is that request's 400, never a worker crash.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from handlers import codec
+from handlers.digits.pixels import working_factor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
 
@@ -46,7 +53,9 @@ oversized text chunks): each is the request's 400, never a worker crash."""
 @dataclass(frozen=True)
 class ImageRequest:
     images: tuple[np.ndarray, ...]
-    """Grey images, (H, W) float32 in [0, 1] at their own size (pixels.py resizes them)."""
+    """Grey images, (H, W) float32 in [0, 1]: shrunk to the pixel reading's working size when the
+    server decoded them (`PendingImages.decode(shrink=True)`), at their own size from
+    `decode_request`."""
     many: bool = False
     """Sent as {"images": [...]}: answered with a list."""
 
@@ -60,6 +69,71 @@ UNSERVED_SIGNATURES = {
 }
 """Image files recognised only to be refused (415, naming the format) where the content type says
 nothing: otherwise they fall through to JSON and get "not valid UTF-8"."""
+
+
+ONE_BYTE_MODES = frozenset({"1", "L", "P"})
+"""Modes Pillow keeps in one byte per pixel; every other served mode takes four (RGB and LA too)."""
+
+SHRINK_ROWS = 256
+"""Rows of a large image converted to floating point at a time by `_block_average`."""
+# (JPEG's reduced DCT scales, `Image.draft`, and `Image.reduce` on 8-bit pixels would decode or
+# shrink faster but round differently: up to 7 grey levels off on the held-out digits, and a label
+# changed. They are not used: a large upload is shrunk by `_block_average`, within float rounding
+# of the full-size path.)
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """An image file whose header has been read and checked: priced, not decoded."""
+
+    data: bytes
+    fmt: str
+    """The one Pillow decoder tried for it (FORMATS)."""
+    width: int
+    height: int
+    """As the header says."""
+    mode: str
+    decoded: tuple[int, int]
+    """(width, height) Pillow will decode: the header's."""
+
+    @property
+    def pixels(self) -> int:
+        """Pixels decoded (one frame: animated files are refused)."""
+        return self.decoded[0] * self.decoded[1]
+
+    @property
+    def decoded_bytes(self) -> int:
+        """Bytes Pillow decodes into: 1 per pixel for grey and palette images, 4 otherwise."""
+        return self.pixels * (1 if self.mode in ONE_BYTE_MODES else 4)
+
+
+@dataclass(frozen=True)
+class PendingImages:
+    """A request read and priced, not decoded: the server admits it against the batch's budgets
+    before a pixel is decoded (handlers/digits/predict.py), then decodes it."""
+
+    images: tuple[EncodedImage | np.ndarray, ...]
+    """Image files (headers checked) and JSON grids (already numbers, at most max_grid_side)."""
+    many: bool = False
+
+    @property
+    def pixels(self) -> int:
+        """Pixels to decode in all (a grid counts its cells)."""
+        return sum(i.pixels if isinstance(i, EncodedImage) else i.size for i in self.images)
+
+    @property
+    def decoded_bytes(self) -> int:
+        """Bytes decoding writes (a grid: its float32 cells, already held)."""
+        return sum(
+            i.decoded_bytes if isinstance(i, EncodedImage) else i.nbytes for i in self.images
+        )
+
+    def decode(self, settings: DigitsSettings, shrink: bool = False) -> ImageRequest:
+        """One image at a time. With `shrink` (the server), each upload is brought at once to the
+        size the pixel reading works at (`pixels.working_factor`: block means of a whole factor),
+        from its 8-bit pixels a few rows at a time, so one image's 8-bit pixels at most are held
+        at full size and no full-size float copy is made; without, each image at its own size."""
+        return ImageRequest(tuple(_decoded(i, settings, shrink) for i in self.images), self.many)
 
 
 def _sniffed_format(data: bytes) -> str | None:
@@ -78,22 +152,28 @@ def _sniffed_format(data: bytes) -> str | None:
     return None
 
 
-def decode_image(data: bytes, fmt: str, settings: DigitsSettings) -> np.ndarray:
-    """Encoded bytes of one Pillow format → a grey image, or a RequestError saying what is wrong."""
-    if not data:
-        raise EmptyInput("the image is empty")
-    if len(data) > settings.max_image_bytes:
-        raise TooLarge(f"the image has {len(data)} bytes; the limit is {settings.max_image_bytes}")
+def _open(data: bytes, fmt: str, settings: DigitsSettings) -> Image.Image:
+    """The header only: Pillow reads no pixel data before `load`."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data), formats=[fmt])  # reads the header only
+            return Image.open(io.BytesIO(data), formats=[fmt])
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise TooLarge(f"the image is larger than {settings.max_image_pixels} pixels") from None
     except UnidentifiedImageError:
         raise BadEncoding(f"the body is not a readable {fmt} image") from None
     except _DECODE_ERRORS:
         raise BadEncoding(f"the {fmt} header is corrupt") from None
+
+
+def read_image(data: bytes, fmt: str, settings: DigitsSettings) -> EncodedImage:
+    """Encoded bytes of one Pillow format → the checked, priced image, or a RequestError saying
+    what is wrong. Only the header is read."""
+    if not data:
+        raise EmptyInput("the image is empty")
+    if len(data) > settings.max_image_bytes:
+        raise TooLarge(f"the image has {len(data)} bytes; the limit is {settings.max_image_bytes}")
+    im = _open(data, fmt, settings)
     width, height = im.size
     if width * height > settings.max_image_pixels:
         raise TooLarge(
@@ -104,28 +184,83 @@ def decode_image(data: bytes, fmt: str, settings: DigitsSettings) -> np.ndarray:
         raise BadField(
             f"the image is {width} x {height}; the smallest served is {native_w} x {native_h}"
         )
-    if getattr(im, "n_frames", 1) != 1:
+    try:
+        frames = getattr(im, "n_frames", 1)
+    except _DECODE_ERRORS:
+        raise BadEncoding(f"the {fmt} image is truncated or corrupt") from None
+    if frames != 1:
         raise BadField("animated images are not served: send one frame")
     if im.mode not in MODES:
         raise UnsupportedMediaType(
             f"image mode {im.mode!r} is not served (CMYK, 16-bit and float images are not); "
             "send 8-bit grey or RGB"
         )
+    return EncodedImage(data, fmt, width, height, im.mode, im.size)
+
+
+def decode_image(data: bytes, fmt: str, settings: DigitsSettings) -> np.ndarray:
+    """Encoded bytes of one Pillow format → a grey image at its own size, or a RequestError."""
+    return _decoded(read_image(data, fmt, settings), settings, None)
+
+
+def _decoded(
+    image: EncodedImage | np.ndarray, settings: DigitsSettings, shrink: bool
+) -> np.ndarray:
+    if isinstance(image, np.ndarray):
+        return image  # a JSON grid: at most max_grid_side, already numbers
+    im = _open(image.data, image.fmt, settings)
     try:
         im.load()
         upright = ImageOps.exif_transpose(im)  # a phone photo's rotation is in its EXIF
-        return _grey(upright)
+        native = settings.export.native_size
+        k = working_factor(upright.height, upright.width, native) if shrink else 1
+        return _grey(upright) if k == 1 else _block_average(upright, k)
     except _DECODE_ERRORS:
-        raise BadEncoding(f"the {fmt} image is truncated or corrupt") from None
+        raise BadEncoding(f"the {image.fmt} image is truncated or corrupt") from None
+
+
+def _has_alpha(im: Image.Image) -> bool:
+    return "A" in im.mode or "a" in im.mode or "transparency" in im.info
 
 
 def _grey(im: Image.Image) -> np.ndarray:
     """Grey level in [0, 1]; transparent pixels count as background (dark)."""
-    if "A" in im.mode or "a" in im.mode or "transparency" in im.info:
+    if _has_alpha(im):
         rgba = im.convert("RGBA")
         alpha = np.asarray(rgba.getchannel("A"), dtype=np.float32) / 255.0
         return np.asarray(rgba.convert("L"), dtype=np.float32) / 255.0 * alpha
     return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
+
+
+def _block_weights(size: int, k: int) -> np.ndarray:
+    """(ceil(size / k), size) weights of a whole-factor block mean, a last partial block its own
+    mean: what `pixels.block_mean` (Pillow's reduce) gives the full-size grey."""
+    out = -(-size // k)
+    weights = np.zeros((out, size))
+    for i in range(out):
+        block = slice(i * k, min((i + 1) * k, size))
+        weights[i, block] = 1.0 / (block.stop - block.start)
+    return weights
+
+
+def _block_average(im: Image.Image, k: int) -> np.ndarray:
+    """`block_mean(_grey(im), k)` for a large image without its full-size float copy: the grey
+    (and alpha) stay 8-bit, and SHRINK_ROWS rows at a time are weighted into the average."""
+    alpha = None
+    if _has_alpha(im):
+        rgba = im.convert("RGBA")
+        grey, alpha = np.asarray(rgba.convert("L")), np.asarray(rgba.getchannel("A"))
+        del rgba
+    else:
+        grey = np.asarray(im.convert("L"))
+    rows, cols = _block_weights(im.height, k), _block_weights(im.width, k)
+    acc = np.zeros((rows.shape[0], im.width))
+    for top in range(0, im.height, SHRINK_ROWS):
+        part = grey[top : top + SHRINK_ROWS].astype(np.float64) / 255.0
+        if alpha is not None:
+            part *= alpha[top : top + SHRINK_ROWS] / 255.0
+        acc += rows[:, top : top + SHRINK_ROWS] @ part
+    return (acc @ cols.T).astype(np.float32)
 
 
 def decode_grid(value: list, settings: DigitsSettings, where: str) -> np.ndarray:
@@ -158,7 +293,7 @@ def decode_grid(value: list, settings: DigitsSettings, where: str) -> np.ndarray
     return (grid / export.pixel_max).astype(np.float32)
 
 
-def _base64_image(value: str, settings: DigitsSettings, where: str) -> np.ndarray:
+def _base64_image(value: str, settings: DigitsSettings, where: str) -> EncodedImage:
     if len(value) > (settings.max_image_bytes + 2) // 3 * 4 + 4:
         raise TooLarge(f"{where} is longer than the base64 of {settings.max_image_bytes} bytes")
     try:
@@ -168,10 +303,10 @@ def _base64_image(value: str, settings: DigitsSettings, where: str) -> np.ndarra
     fmt = _sniffed_format(data)
     if fmt is None:
         raise UnsupportedMediaType(f"{where} is not a PNG, JPEG or WebP image")
-    return decode_image(data, fmt, settings)
+    return read_image(data, fmt, settings)
 
 
-def _json_image(value: Any, settings: DigitsSettings, where: str) -> np.ndarray:
+def _json_image(value: Any, settings: DigitsSettings, where: str) -> EncodedImage | np.ndarray:
     if isinstance(value, str):
         return _base64_image(value, settings, where)
     if isinstance(value, list):
@@ -179,35 +314,52 @@ def _json_image(value: Any, settings: DigitsSettings, where: str) -> np.ndarray:
     raise BadField(f"{where} must be a grid (rows of numbers) or a base64 image")
 
 
-def _from_json(body: Any, settings: DigitsSettings) -> ImageRequest:
+def _from_json(body: Any, settings: DigitsSettings) -> PendingImages:
     if not isinstance(body, dict) or ("image" in body) == ("images" in body):
         raise BadField('the JSON body must be an object with "image" or "images" (one of them)')
     if "image" in body:
-        return ImageRequest((_json_image(body["image"], settings, "'image'"),))
+        return PendingImages((_json_image(body["image"], settings, "'image'"),))
     images = body["images"]
     if not isinstance(images, list) or not images:
         raise BadField("'images' must be a non-empty list")
     if len(images) > settings.max_images:
         raise TooLarge(f"'images' has {len(images)} images; the limit is {settings.max_images}")
-    return ImageRequest(
+    return PendingImages(
         tuple(_json_image(v, settings, f"'images'[{i}]") for i, v in enumerate(images)), many=True
     )
 
 
-def decode_request(row: dict, headers: dict, settings: DigitsSettings) -> ImageRequest:
-    """One TorchServe request → a validated ImageRequest, or a RequestError."""
+def _priced(request: PendingImages, settings: DigitsSettings) -> PendingImages:
+    if request.pixels > settings.max_request_pixels:
+        raise TooLarge(
+            f"the request's images are {request.pixels} pixels to decode in all; the limit is "
+            f"{settings.max_request_pixels} (send fewer or smaller images)"
+        )
+    return request
+
+
+def read_request(row: dict, headers: dict, settings: DigitsSettings) -> PendingImages:
+    """One TorchServe request → its images read from their headers, checked and priced (nothing
+    decoded), or a RequestError: over `max_request_pixels` in all is 400 too_large here."""
     codec.reject_content_encoding(headers)
     param, value = codec.request_body(row)
     kind = codec.content_type_of(headers, param)
     if isinstance(value, bytes | bytearray):
         data = bytes(value)
         if kind in FORMATS:
-            return ImageRequest((decode_image(data, FORMATS[kind], settings),))
+            return _priced(PendingImages((read_image(data, FORMATS[kind], settings),)), settings)
         fmt = _sniffed_format(data) if kind in codec.SNIFFED_TYPES else None
         if fmt is not None:
-            return ImageRequest((decode_image(data, fmt, settings),))
+            return _priced(PendingImages((read_image(data, fmt, settings),)), settings)
     if kind.startswith("image/"):
         raise UnsupportedMediaType(f"{kind} is not served; send {', '.join(IMAGE_TYPES)}")
     payload = codec.decode(value, kind)
     body = codec.parse_json(payload.value) if payload.kind == "text" else payload.value
-    return _from_json(body, settings)
+    return _priced(_from_json(body, settings), settings)
+
+
+def decode_request(row: dict, headers: dict, settings: DigitsSettings) -> ImageRequest:
+    """One TorchServe request → a validated ImageRequest with every image at its own size (tools
+    and tests; the server reads with `read_request` and decodes what its budgets admit, shrunk
+    to the pixel reading's working size), or a RequestError."""
+    return read_request(row, headers, settings).decode(settings)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from handlers.codec import Reply
-from handlers.digits.codec import ImageRequest
+from handlers.digits.codec import ImageRequest, PendingImages
 from handlers.digits.predict import DigitsAnswer, DigitsPredictor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import RequestError
@@ -44,12 +44,14 @@ class DigitsModel:
 
     def parse(
         self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
-    ) -> ImageRequest:
+    ) -> PendingImages:
+        """Read and priced from the image headers only: decoding waits until the batch's budgets
+        have admitted the request (DigitsPredictor.predict, `explain`)."""
         row = dict(row) if row is not None else {"body": body}
-        return self.predictor.decode(row, dict(headers))
+        return self.predictor.read(row, dict(headers))
 
     def inference(
-        self, parsed: list[ImageRequest | RequestError]
+        self, parsed: list[PendingImages | RequestError]
     ) -> list[DigitsAnswer | RequestError]:
         return self.predictor.predict(parsed)
 
@@ -64,17 +66,21 @@ class DigitsModel:
         s = self.settings.serving
         return DigitsExplainer(self.predictor, s.explain_method, s.explain_samples)
 
-    def explain(self, parsed: list[ImageRequest | RequestError]) -> list[Any]:
+    def explain(self, parsed: list[PendingImages | ImageRequest | RequestError]) -> list[Any]:
         """A map over the model's input pixels per image (handlers/digits/explain.py), within the
-        per-request and per-batch explanation budgets (handlers/explain.py)."""
+        per-request and per-batch explanation budgets (handlers/explain.py) and the decoding
+        guard, all priced before an image is decoded."""
         s = self.settings.serving
         costs = [
-            len(r.images) * self.explainer.cost() if isinstance(r, ImageRequest) else None
+            len(r.images) * self.explainer.cost()
+            if isinstance(r, ImageRequest | PendingImages)
+            else None
             for r in parsed
         ]
-        admitted = bounded(
+        passes = bounded(
             parsed, costs, s.max_explain_passes, s.max_batch_explain_passes, "image-passes"
         )
+        admitted = self.predictor.admitted(passes)
         return [
             Explanations(tuple(self.explainer.explain(g) for g in r.images), r.many)
             if isinstance(r, ImageRequest)

@@ -118,11 +118,18 @@ def framed(ink: np.ndarray, native: tuple[int, int]) -> np.ndarray:
     return block_mean(canvas, FRAME)
 
 
+def working_factor(height: int, width: int, native: tuple[int, int]) -> int:
+    """The whole factor an image of height x width is first shrunk by (block means): the frame is
+    FRAME x native, and pixels much finer than twice that only cost time. 1: kept as it is. The
+    codec decodes a large upload straight to this size (handlers/digits/codec.py), so the reading
+    below gets what it would have made itself."""
+    return max(1, min(height, width) // (2 * FRAME * min(native)))
+
+
 def read(grey: np.ndarray, native: tuple[int, int]) -> Reading:
     """One grey image of any served size → the dataset's frame and the polarity read."""
     grey = np.asarray(grey, dtype=np.float32)
-    # The frame is FRAME x native: pixels much finer than twice that only cost time.
-    k = min(grey.shape) // (2 * FRAME * min(native))
+    k = working_factor(*grey.shape, native)
     if k > 1:
         grey = block_mean(grey, k)
     ring = border(grey)

@@ -22,7 +22,7 @@ import numpy as np
 
 from handlers.budget import within_budget
 from handlers.codec import Reply
-from handlers.digits.codec import ImageRequest, decode_request
+from handlers.digits.codec import ImageRequest, PendingImages, decode_request, read_request
 from handlers.digits.pixels import POLARITIES, read_batch
 from handlers.digits.settings import DigitsSettings, parse_settings
 from handlers.errors import ArchiveError, RequestError
@@ -155,7 +155,32 @@ class DigitsPredictor(Predictor[DigitsSettings]):
 
     # The request's side.
     def decode(self, row: dict, headers: dict) -> ImageRequest:
+        """Read and decode at once, each image at its own size (tools; the server reads, admits,
+        then decodes: `read`, `admitted`)."""
         return decode_request(row, headers, self.settings)
+
+    def read(self, row: dict, headers: dict) -> PendingImages:
+        """The request's images read from their headers, checked and priced: nothing decoded."""
+        return read_request(row, headers, self.settings)
+
+    def admitted(self, parsed: list[Any]) -> list[Any]:
+        """Read requests past the batch's decoding guard (`max_batch_decoded_bytes`, priced from
+        the headers) become 503 + Retry-After; the rest are decoded, one image at a time, each
+        shrunk at once to the size the reading works at (pixels.working_factor). A file found truncated or corrupt while
+        decoding is that request's 400 alone."""
+        costs = [r.decoded_bytes if isinstance(r, PendingImages) else None for r in parsed]
+        guarded = within_budget(
+            parsed, costs, self.settings.max_batch_decoded_bytes, "bytes of decoded images"
+        )
+        out: list[Any] = []
+        for r in guarded:
+            try:
+                out.append(
+                    r.decode(self.settings, shrink=True) if isinstance(r, PendingImages) else r
+                )
+            except RequestError as err:
+                out.append(err)
+        return out
 
     def classify(self, greys: list[np.ndarray]) -> list[Classification]:
         """Grey images ((H, W) in [0, 1], any size the codec accepts) → one answer each."""
@@ -178,10 +203,14 @@ class DigitsPredictor(Predictor[DigitsSettings]):
         ]
 
     def predict(self, parsed: list[Any]) -> list[DigitsAnswer | RequestError]:
-        """The batch's parsed requests (RequestErrors among them) → one answer or error each, in
-        order; requests past the batch's image budget become 503 + Retry-After."""
-        costs = [len(r.images) if isinstance(r, ImageRequest) else None for r in parsed]
-        admitted = within_budget(parsed, costs, self.settings.max_batch_images, "images")
+        """The batch's parsed requests (read `PendingImages` or decoded `ImageRequest`s,
+        RequestErrors among them) → one answer or error each, in order; requests past the batch's
+        image budget or decoding guard become 503 + Retry-After before anything is decoded."""
+        costs = [
+            len(r.images) if isinstance(r, ImageRequest | PendingImages) else None for r in parsed
+        ]
+        counted = within_budget(parsed, costs, self.settings.max_batch_images, "images")
+        admitted = self.admitted(counted)
         run = [r for r in admitted if isinstance(r, ImageRequest)]
         answers = iter(self.classify([g for r in run for g in r.images]))
         return [

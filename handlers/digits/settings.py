@@ -152,13 +152,29 @@ class DigitsServing(ServingSettings):
     max_image_bytes: PositiveInt = 1 << 20
     """Largest encoded image (PNG/JPEG/WebP bytes, or its base64 in JSON) accepted."""
     max_image_pixels: PositiveInt = 4_000_000
-    """Largest decoded image, width x height, checked from the header before any pixel is decoded."""
+    """Largest image, width x height, checked from the header before any pixel is decoded. The
+    network reads 8 x 8 (the ResNet-shaped export 16 x 16): a 2000 x 2000 scan or a cropped photo
+    is already averaged over 250 x 250 pixels per input pixel, so nothing larger is needed; one
+    such image decodes in under 0.1 s into at most 16 MB (RGB), and it is the most ever held
+    at full size (images are decoded one at a time and brought to the input size at once)."""
+    max_request_pixels: PositiveInt = 16_000_000
+    """Pixels one request may make the worker decode, all its images together, read from the headers before decoding: past it 400 too_large. 64 images
+    of 500 x 500 or 4 at max_image_pixels; the worst such request decodes in about 0.5 s on one
+    core of the reference CPU (docs/reliability.md, "Work priced before it is done"), where 64
+    images at max_image_pixels took 4.7 s and 1.4 GB."""
     max_grid_side: PositiveInt = 64
     """Longest side of a JSON grid of numbers."""
     max_images: PositiveInt = 64
     """Images per request ({"images": [...]})."""
     max_batch_images: PositiveInt = 256
     """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+    max_batch_decoded_bytes: PositiveInt = 64 << 20
+    """The worker's decoding guard: bytes a batch's images decode into (width x height x 1 for
+    grey and palette images, x 4 for colour), priced from the headers; requests past it get 503 +
+    Retry-After before anything is decoded (the first request of a batch always runs: it is within
+    max_request_pixels). 64 MiB: one largest colour request (16,000,000 x 4 bytes) or four grey
+    ones, about 0.5-0.8 s of decoding per batch, so a small request waits at most that long
+    behind a batch of the most expensive requests."""
     mc_samples: PositiveInt = 16
     """MC-dropout samples of the head (dropout → linear over the graph's features): the masks are
     drawn once at load, so an image's answer does not depend on its batch neighbours."""
@@ -194,12 +210,16 @@ class DigitsSettings:
     max_image_pixels: int
     """Largest decoded image, width x height, checked from the header before any pixel is decoded
     (a 100 kB PNG can claim 100,000 x 100,000 pixels)."""
+    max_request_pixels: int
+    """Pixels one request may make the worker decode, all its images together (DigitsServing)."""
     max_grid_side: int
     """Longest side of a JSON grid of numbers."""
     max_images: int
     """Images per request ({"images": [...]})."""
     max_batch_images: int
     """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+    max_batch_decoded_bytes: int
+    """Bytes a batch's images may decode into: past it 503 + Retry-After (DigitsServing)."""
     version: str
     """The artifact version, reported in every answer."""
     threads: int | None = None
@@ -223,9 +243,11 @@ def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
         runtime=serving.runtime,
         max_image_bytes=serving.max_image_bytes,
         max_image_pixels=serving.max_image_pixels,
+        max_request_pixels=serving.max_request_pixels,
         max_grid_side=serving.max_grid_side,
         max_images=serving.max_images,
         max_batch_images=serving.max_batch_images,
+        max_batch_decoded_bytes=serving.max_batch_decoded_bytes,
         version=manifest_version(manifest),
         threads=serving.threads,
         mc_samples=serving.mc_samples,

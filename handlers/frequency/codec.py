@@ -159,6 +159,13 @@ def _frequencies(value, settings: FrequencySettings) -> tuple[tuple[float, ...],
     return tuple(chosen), tuple(settings.frequencies.index(f) for f in chosen)
 
 
+def _priced(samples: int, settings: FrequencySettings) -> None:
+    """A signal over the limit is refused from its length, before it is converted (a 6 MB body
+    is 1.6 million samples)."""
+    if samples > settings.max_samples:
+        raise TooLarge(f"'signal' has {samples} samples; the limit is {settings.max_samples}")
+
+
 def _checked_signal(signal: np.ndarray, settings: FrequencySettings) -> np.ndarray:
     if signal.ndim != 1:
         raise BadField("'signal' must be a flat array of samples")
@@ -199,6 +206,7 @@ def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> Sig
         raw = payload.value
         if len(raw) % 4:
             raise BadEncoding(f"a float32 body must be a multiple of 4 bytes, got {len(raw)}")
+        _priced(len(raw) // 4, settings)
         signal = np.frombuffer(raw, dtype="<f4").astype(np.float64)
         rate = _sample_rate(_param(row, headers, "sample_rate"), settings)
         named = _param(row, headers, "frequencies")
@@ -214,6 +222,8 @@ def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> Sig
         raise BadField("the JSON body must be an object with a 'signal' array")
     if "signal" not in body:
         raise BadField("the JSON body has no 'signal' field")
+    if isinstance(body["signal"], list):
+        _priced(len(body["signal"]), settings)
     signal = _float_list(body["signal"], "signal")
     rate = _sample_rate(body.get("sample_rate"), settings)
     freqs, selectors = _frequencies(body.get("frequencies"), settings)

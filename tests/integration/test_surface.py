@@ -5,6 +5,9 @@ for the same model, so they share batches.
 
 Invariants after every example, not expected answers per payload:
 - no worker restarted (same worker ids and pids in the management API);
+- cost: the generated request was answered within its model's responseTimeout, and no worker's
+  RSS (its process tree) grew by more than RSS_BOUND over the run (bodies include the most
+  expensive requests the limits allow, reliability/costly.py);
 - the valid requests sent alongside got the answers they get alone;
 - the generated request itself got a client error, a prediction, or a refusal with a JSON reason:
   never a 5xx other than our 501 (a mode not served) or 503 `overloaded`.
@@ -18,6 +21,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import psutil
 import pytest
 import requests
 from google.protobuf import empty_pb2
@@ -25,6 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clients import stubs
+from handlers import registry
+from reliability import costly
 from reliability.bodies import valid_example
 from reliability.probes import worker_identity
 from reliability.record import fuzz_examples, record
@@ -33,6 +39,9 @@ from reliability.surface import GrpcAttack, RestAttack, grpc_attacks, rest_attac
 pytestmark = pytest.mark.integration
 
 SERVICE = "/org.pytorch.serve.grpc.inference.InferenceAPIsService"
+RSS_BOUND = 1 << 30
+"""A worker's RSS may grow by at most this over its RSS when the suite starts (Captum's first
+load included); the worst case allowed measures far less (docs/reliability.md)."""
 NEIGHBOURS = 2
 """Valid requests sent with each generated one (the models batch up to 8)."""
 
@@ -61,6 +70,11 @@ class Surface:
         self.key = self.server.keys["management"]
         self.alone = {m: self.neighbour(m) for m in self.models}
         self.workers = self.identity()
+        self.rss_start = {pid: worker_rss(pid) for ws in self.workers.values() for _, pid in ws}
+        self.timeouts = {
+            m: costly.model_config(m)["responseTimeout"] if m in registry.names() else 60
+            for m in self.models
+        }
         pb, _, _, _ = stubs.load()
         self.pb = pb
         self.channel = grpc.insecure_channel(self.server.grpc_target)
@@ -111,17 +125,34 @@ class Surface:
         return "OK", ""
 
     def alongside(self, send, attack, model: str):
-        """`attack` and NEIGHBOURS valid requests for `model`, at the same instant."""
+        """`attack` and NEIGHBOURS valid requests for `model`, at the same instant; the attack's
+        answer within the model's responseTimeout."""
+        started = time.monotonic()
         with ThreadPoolExecutor(1 + NEIGHBOURS) as pool:
             mine = pool.submit(send, attack)
             others = [pool.submit(self.neighbour, model) for _ in range(NEIGHBOURS)]
-            return mine.result(), [f.result() for f in others]
+            answer = mine.result()
+            seconds = time.monotonic() - started
+            assert seconds < self.timeouts[model], f"{attack!r}: answered after {seconds:.1f} s"
+            return answer, [f.result() for f in others]
 
     def check_invariants(self, model: str, neighbours: list, what: str) -> None:
         for answer in neighbours:
             assert answer == self.alone[model], f"{what}: a neighbour's answer changed: {answer}"
         now = self.identity()
         assert now == self.workers, f"{what}: workers changed {self.workers} -> {now}"
+        for pid, start in self.rss_start.items():
+            grown = worker_rss(pid) - start
+            assert grown < RSS_BOUND, f"{what}: worker {pid} grew by {grown / 2**20:.0f} MB"
+
+
+def worker_rss(pid: int) -> int:
+    """RSS of a worker and its children (0 once it is gone: the identity check names that)."""
+    try:
+        proc = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    except psutil.NoSuchProcess:
+        return 0
 
 
 def acceptable(r: requests.Response) -> bool:

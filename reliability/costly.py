@@ -1,0 +1,205 @@
+"""The most expensive requests each model's limits allow, and the first ones past them.
+
+Read from the model-config's `handler:` block (the archive's limits), so a changed limit changes
+the worst case tested: the largest image dimensions in the fewest bytes (one-colour lossless WebP,
+grey PNG, JPEG at the pixel limits), the longest texts, the longest signals at every frequency, and
+the explanation of each at its cost limit. `expect` is what each may get: an answer or a batch's
+503 for the allowed ones, the request's own 400 `too_large` for the ones past a limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from handlers import registry
+from handlers.manifest import read_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ALLOWED = frozenset({200, 503})
+"""An allowed request is answered, or refused for its batch's budget (503 overloaded)."""
+OVER = frozenset({400})
+"""A request past a per-request limit is refused alone, before its work (400 too_large)."""
+OVER_EXPLAIN = frozenset({400, 503})
+"""An explanation past its limit: 400 too_large, or 503 when explanations have used their share
+of the worker (handlers/explain.py), which the server checks first; neither runs it."""
+
+
+@dataclass(frozen=True)
+class Costly:
+    label: str
+    body: bytes
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    explain: bool = False
+    expect: frozenset[int] = ALLOWED
+
+    @property
+    def path(self) -> str:
+        return "explanations" if self.explain else "predictions"
+
+    def request_headers(self) -> dict[str, str]:
+        return {"Content-Type": self.content_type} | self.headers
+
+    def __repr__(self) -> str:
+        kind = "explain" if self.explain else "predict"
+        return f"Costly({self.label}, {kind}, {len(self.body)} bytes)"
+
+
+def _json(value) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _image(fmt: str, side: int, mode: str, **save) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new(mode, (side, side), 200 if mode == "L" else (200, 180, 160)).save(buf, fmt, **save)
+    return buf.getvalue()
+
+
+def digits(config: dict) -> list[Costly]:
+    """Images at max_image_pixels, as many per request as max_request_pixels allows; the 18 KB
+    body of 64 such images; an explanation of the allowed request."""
+    side = math.isqrt(config["max_image_pixels"])
+    per_request = max(1, min(config["max_images"], config["max_request_pixels"] // side**2))
+    webp = base64.b64encode(_image("WEBP", side, "RGB", lossless=True)).decode()
+    png = base64.b64encode(_image("PNG", side, "L")).decode()
+    jpeg = base64.b64encode(_image("JPEG", side, "RGB", quality=90)).decode()
+    allowed = {"images": [webp] * per_request}
+    return [
+        Costly(f"{per_request} x {side}^2 one-colour WebP", _json(allowed)),
+        Costly(f"{per_request} x {side}^2 grey PNG", _json({"images": [png] * per_request})),
+        Costly(f"{per_request} x {side}^2 JPEG", _json({"images": [jpeg] * per_request})),
+        Costly(f"explain {per_request} x {side}^2 WebP", _json(allowed), explain=True),
+        Costly(
+            f"{config['max_images']} x {side}^2 WebP (over max_request_pixels)",
+            _json({"images": [webp] * config["max_images"]}),
+            expect=OVER,
+        ),
+        Costly(
+            f"explain {config['max_images']} x {side}^2 WebP",
+            _json({"images": [webp] * config["max_images"]}),
+            explain=True,
+            expect=OVER_EXPLAIN,
+        ),
+    ]
+
+
+REVIEW = "a long review about the plot and the cast, the music and the ending "
+
+
+def longest_words(cost: Callable[[str], int], limit: int, most: int = 2000) -> str:
+    """The longest run of REVIEW's words whose explanation cost is within `limit`."""
+    words = (REVIEW * (most // 10 + 1)).split()[:most]
+    lo, hi = 1, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cost(" ".join(words[:mid])) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])
+
+
+def sentiment(config: dict, explain_cost: Callable[[str], int] | None = None) -> list[Costly]:
+    """max_texts texts of max_text_bytes each; explanations of the longest text within
+    max_explain_tokens (when its cost function is given) and of the longest texts allowed."""
+    longest = (REVIEW * (config["max_text_bytes"] // len(REVIEW) + 1))[: config["max_text_bytes"]]
+    texts = {"texts": [longest] * config["max_texts"]}
+    out = [
+        Costly(f"{config['max_texts']} x {config['max_text_bytes']}-byte texts", _json(texts)),
+        Costly(f"explain {config['max_texts']} longest texts", _json(texts), explain=True,
+               expect=OVER_EXPLAIN),
+        Costly("text over max_text_bytes", _json({"text": longest + "x"}), expect=OVER),
+    ]  # fmt: skip
+    if explain_cost is not None:
+        words = longest_words(explain_cost, config["max_explain_tokens"])
+        out.append(
+            Costly("explain the costliest text allowed", _json({"text": words}), explain=True)
+        )
+    return out
+
+
+def frequency(config: dict, frequencies: tuple[float, ...], rate: float) -> list[Costly]:
+    """max_samples at every frequency, as JSON, as float32 and as a stream's first chunk; the
+    explanation of the longest signal within max_explain_samples; the first past each limit."""
+    n = config["max_samples"]
+    signal = np.sin(np.arange(n) * (2 * np.pi * frequencies[0] / rate)).astype(np.float32)
+    every = ",".join(f"{f:g}" for f in frequencies)
+    block = config.get("explain_block", 100)
+    explainable = _longest_explained(config["max_explain_samples"], block, len(frequencies))
+    return [
+        Costly(f"{n} samples x {len(frequencies)} frequencies",
+               _json({"signal": signal.tolist(), "frequencies": list(frequencies)})),
+        Costly(f"{n} float32 samples x {len(frequencies)} frequencies", signal.tobytes(),
+               "application/octet-stream", {"X-Frequencies": every}),
+        Costly(f"stream start of {n} samples",
+               _json({"signal": signal.tolist(), "stream": True})),
+        Costly(f"explain {explainable} samples x {len(frequencies)} frequencies",
+               _json({"signal": signal[:explainable].tolist()}), explain=True),
+        Costly(f"explain {n} samples", _json({"signal": signal.tolist()}), explain=True,
+               expect=OVER_EXPLAIN),
+        Costly(f"{n + 1} samples", _json({"signal": [0.0] * (n + 1)}), expect=OVER),
+        Costly(f"{4 * n} float32 samples", np.zeros(4 * n, "<f4").tobytes(),
+               "application/octet-stream", expect=OVER),
+    ]  # fmt: skip
+
+
+def _longest_explained(limit: int, block: int, frequencies: int) -> int:
+    """Samples of the longest signal whose occlusion explanation (handlers/frequency/explain.py:
+    blocks of `block`, stride half of it, one pass more, per frequency) costs at most `limit`."""
+    stride = max(1, block // 2)
+
+    def cost(n: int) -> int:
+        blocks = max(1, (max(n - block, 0) + stride - 1) // stride + 1)
+        return (blocks + 1) * frequencies * n
+
+    n = 1
+    while cost(n + 1) <= limit:
+        n += 1
+    return n
+
+
+def model_config(model: str) -> dict:
+    """handlers/<model>/model-config.yaml: TorchServe's batching and the `handler:` block."""
+    return yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
+
+
+def limits(model: str) -> dict:
+    """Every serving knob of the model's archive, defaults included."""
+    settings = registry.get(model).module("settings")
+    serving = next(
+        v for k, v in vars(settings).items() if k.endswith("Serving") and hasattr(v, "parse")
+    )
+    return serving.parse(model_config(model).get("handler") or {}, model).model_dump()
+
+
+def for_model(
+    model: str,
+    artifacts: Path | None = None,
+    explain_cost: Callable[[str], int] | None = None,
+) -> list[Costly]:
+    """The worst requests of a registered model ([] for any other): `artifacts` (its manifest)
+    names frequency's frequencies; `explain_cost` prices a sentiment text's explanation."""
+    if model not in registry.names():
+        return []
+    config = limits(model)
+    if model == "digits":
+        return digits(config)
+    if model == "sentiment":
+        return sentiment(config, explain_cost)
+    if model == "frequency":
+        handler = read_manifest(artifacts)["handler"] if artifacts else {}
+        frequencies = tuple(handler.get("frequencies", (1.0, 3.0, 5.0, 7.0)))
+        return frequency(config, frequencies, handler.get("sample_rate", 1000))
+    return []
