@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from handlers.digits.codec import decode_request
-from handlers.digits.pixels import model_batch, model_input, resize
+from handlers.digits.pixels import graph_batch, graph_input, resize
 from handlers.digits.settings import DigitsExport, parse_settings
 from handlers.errors import ArchiveError, RequestError
 
@@ -220,14 +220,16 @@ def test_resize_shrinks_by_area_and_grows_bilinear():
     assert resize(grey, 16, 16).shape == (16, 16)
 
 
-def test_model_input_follows_the_manifest_shape_layout_and_normalisation():
+def test_graph_input_follows_the_manifest_shape_layout_and_normalisation():
+    # A read image (pixels.read: polarity, levels, framing) is laid out and normalised as the
+    # manifest says; a uniform image would read as blank, so the read image is given directly.
     grey = np.full((8, 8), 0.7, np.float32)
-    x = model_input(grey, EXPORT)
+    x = graph_input(grey, EXPORT)
     assert x.shape == (1, 8, 8)
     np.testing.assert_allclose(x, (0.7 - 0.3) / 0.4, rtol=1e-6)
     rgb = DigitsExport(**(EXPORT.__dict__ | {"input_shape": (3, 16, 16), "layout": "NHWC",
                                             "mean": (0, 0, 0), "std": (1, 1, 1)}))  # fmt: skip
-    batch = model_batch([grey, grey], rgb)
+    batch = graph_batch([grey, grey], rgb)
     assert batch.shape == (2, 16, 16, 3)
     np.testing.assert_allclose(batch, 0.7, rtol=1e-6)
 
