@@ -48,6 +48,8 @@ class Extraction(SignalAnswer):
                 for f, s, d in zip(self.frequencies, self.signal, self.std, strict=True)
             ],
             "model_version": self.model_version,
+            "residual": self.residual,
+            "out_of_distribution": self.out_of_distribution,
         }
         if self.samples_seen is not None:
             out["samples_seen"] = self.samples_seen

@@ -42,6 +42,8 @@ SAMPLE_RATE_HEADER = "X-Sample-Rate"
 SHAPE_HEADER = "X-Shape"
 SAMPLES_SEEN_HEADER = "X-Samples-Seen"
 VERSION_HEADER = "X-Model-Version"
+OOD_HEADER = "X-Out-Of-Distribution"
+RESIDUAL_HEADER = "X-Residual"
 LAYOUT = "band,frequency,sample float32le; bands signal,std"
 
 
@@ -301,6 +303,15 @@ class SignalAnswer:
     state: str | None = None
     model_version: str | None = None
     sample_rate: int | None = None
+    out_of_distribution: bool | None = None
+    """True: the input is not one the model serves (its residual is past the threshold set in
+    training); None: not judged (too short, or an export without a threshold)."""
+    residual: float | None = None
+    """Share of the input's energy outside the served frequencies (handlers/frequency/ood.py)."""
+
+
+def _flag(text: str | None) -> bool | None:
+    return None if text in (None, "", "null") else text == "true"
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -320,12 +331,15 @@ def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) 
             body.get("state"),
             (body.get("model") or {}).get("version"),
             body.get("sample_rate"),
+            body.get("out_of_distribution"),
+            body.get("residual"),
         )
     headers = headers or {}
     shape = tuple(int(d) for d in (_header(headers, SHAPE_HEADER) or "").split(","))
     data = np.frombuffer(body, dtype="<f4").reshape(shape)
     seen = _header(headers, SAMPLES_SEEN_HEADER)
     rate = _header(headers, SAMPLE_RATE_HEADER)
+    res = _header(headers, RESIDUAL_HEADER)
     return SignalAnswer(
         tuple(float(f) for f in (_header(headers, FREQUENCIES_HEADER) or "").split(",") if f),
         data[0],
@@ -334,6 +348,8 @@ def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) 
         _header(headers, STATE_HEADER),
         _header(headers, VERSION_HEADER),
         int(rate) if rate is not None else None,
+        _flag(_header(headers, OOD_HEADER)),
+        float(res) if res not in (None, "", "null") else None,
     )
 
 
@@ -355,10 +371,14 @@ def answer_json(
     model: dict,
     state: str | None = None,
     samples_seen: int | None = None,
+    out_of_distribution: bool | None = None,
+    residual: float | None = None,
 ) -> dict:
     """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
     body: dict = {
         "sample_rate": sample_rate,
+        "out_of_distribution": out_of_distribution,
+        "residual": residual,
         "components": [
             {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
         ],
@@ -378,6 +398,8 @@ def answer_float32(
     version: str,
     state: str | None = None,
     samples_seen: int | None = None,
+    out_of_distribution: bool | None = None,
+    residual: float | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """The float32 answer: (2, F, N) little-endian, the signals then the std bands, one row per
     frequency in X-Frequencies order; its headers describe the layout. `version` must already
@@ -389,5 +411,7 @@ def answer_float32(
         FREQUENCIES_HEADER: _frequency_list(frequencies),
         SAMPLE_RATE_HEADER: str(sample_rate),
         VERSION_HEADER: version,
+        OOD_HEADER: "null" if out_of_distribution is None else str(out_of_distribution).lower(),
+        RESIDUAL_HEADER: "null" if residual is None else f"{residual:.6g}",
     }
     return data.tobytes(), headers | stream_headers(state, samples_seen)

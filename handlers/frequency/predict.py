@@ -19,6 +19,7 @@ from handlers.errors import BadField, RequestError, header_value
 from handlers.frequency import codec
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import Components, FrequencyEngine
+from handlers.frequency.ood import judge
 from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.state import StateCodec, StreamState, load_key
 from handlers.frequency.windowing import num_windows
@@ -42,13 +43,18 @@ class Extraction:
     """The served sample rate, reported in the answer (the predictor sets it)."""
     model: Mapping[str, str] = field(default_factory=dict)
     """The `model` block of the answer (name, version)."""
+    residual: float | None = None
+    """Share of the input's energy outside the served frequencies (handlers/frequency/ood.py);
+    a stream chunk's own samples. None: too short to judge."""
+    out_of_distribution: bool | None = None
+    """The residual is past the threshold set in training (None: not judged)."""
 
     def to_body(self) -> dict:
         """The JSON answer (the codec's `answer_json`); the sample arrays stay float32 rows."""
         comp = self.components
         return codec.answer_json(
             self.frequencies, comp.signal, comp.std, self.sample_rate, dict(self.model),
-            self.state, self.samples_seen,
+            self.state, self.samples_seen, self.out_of_distribution, self.residual,
         )  # fmt: skip
 
     def to_json(self) -> bytes:
@@ -71,6 +77,7 @@ class Extraction:
         data, headers = codec.answer_float32(
             self.frequencies, comp.signal, comp.std, self.sample_rate,
             header_value(str(self.model.get("version", ""))), self.state, self.samples_seen,
+            self.out_of_distribution, self.residual,
         )  # fmt: skip
         return Reply(data, codec.FLOAT32, headers)
 
@@ -121,25 +128,25 @@ class FrequencyPredictor(Predictor[FrequencySettings]):
         ):
             n = num_windows(req.signal.shape[0], s.window, s.hop)
             results[i] = Extraction(
-                req.frequencies, comp, n, binary=req.binary_answer, **self._served()
+                req.frequencies, comp, n, binary=req.binary_answer, **self._served(req)
             )
         chunks, idxs = [], []
         for i, r in enumerate(requests):
             if isinstance(r, SignalRequest) and r.streaming:
                 try:
                     chunks.append(self._continue(r))
-                    idxs.append((i, r.binary_answer))
+                    idxs.append((i, r))
                 except RequestError as err:
                     results[i] = err
-        for (i, binary), (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
+        for (i, req), (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
             results[i] = Extraction(
                 state.frequencies,
                 comp,
                 None,
                 self.states.encode(state),
                 state.samples_seen,
-                binary,
-                **self._served(),
+                req.binary_answer,
+                **self._served(req),
             )
         return results
 
@@ -155,8 +162,15 @@ class FrequencyPredictor(Predictor[FrequencySettings]):
             )
         return SignalRequest(req.signal, req.sample_rate, state.frequencies, state.selectors), state
 
-    def _served(self) -> dict:
-        return {"sample_rate": self.settings.sample_rate, "model": self.model_info}
+    def _served(self, req: SignalRequest) -> dict:
+        s = self.settings
+        res, flag = judge(req.signal, s.sample_rate, s.frequencies, s.ood_threshold)
+        return {
+            "sample_rate": s.sample_rate,
+            "model": self.model_info,
+            "residual": res,
+            "out_of_distribution": flag,
+        }
 
     def body(self, answer: Extraction) -> dict:
         """The JSON answer (`Extraction.to_body`)."""

@@ -81,6 +81,9 @@ class FrequencyExport:
     """The stateful graph a stream chunk runs through; its files are named by runtime."""
     head: str = "head.npz"
     """The stochastic head's weights, relative to the artifact directory."""
+    ood_threshold: float | None = None
+    """Residual (handlers/frequency/ood.py) past which an answer says out_of_distribution: set by
+    training on held-out served-family signals. None (an export from before): the flag is null."""
 
     def to_block(self) -> dict[str, Any]:
         return {
@@ -92,6 +95,7 @@ class FrequencyExport:
             "sequence": self.sequence.to_block(),
             "step": self.step.to_block(),
             "head": self.head,
+            "ood_threshold": self.ood_threshold,
         }
 
     @classmethod
@@ -118,7 +122,16 @@ class FrequencyExport:
             sequence=ExportGraph.from_block(block, "sequence", needs_files=False),
             step=ExportGraph.from_block(block, "step", needs_files=True),
             head=text(block.get("head", cls.head), "manifest head"),
+            ood_threshold=_fraction(block.get("ood_threshold"), "manifest ood_threshold"),
         )
+
+
+def _fraction(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ArchiveError(f"{name} must be a number in (0, 1] or null, not {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -204,6 +217,8 @@ class FrequencySettings:
     bound to it."""
     threads: int | None = None
     """Intra-op threads of the runtime (None: library default)."""
+    ood_threshold: float | None = None
+    """Residual past which an answer is out of distribution (None: the flag is null)."""
     serving: FrequencyServing = field(default_factory=FrequencyServing)
     """All the model-config's knobs as given (the explanation limits are read from here)."""
 
@@ -233,5 +248,6 @@ def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
         head_file=export.head,
         version=manifest_version(manifest),
         threads=serving.threads,
+        ood_threshold=export.ood_threshold,
         serving=serving,
     )

@@ -53,6 +53,7 @@ def test_json_request_returns_components_with_std_and_version(server, signal, fr
         "version": read_manifest(frequency_artifacts)["version"],
     }
     assert [c["frequency"] for c in body["components"]] == [1.0, 3.0]
+    assert body["out_of_distribution"] is False and 0 <= body["residual"] < 0.2
     for c in body["components"]:
         assert len(c["signal"]) == len(c["std"]) == signal.size
         assert min(c["std"]) >= 0 and max(c["std"]) > 0
@@ -76,6 +77,19 @@ def test_raw_float32_body_with_header_parameters_matches_json(server, signal):
     by_header = server.post(PATH, data=raw, headers=headers)
     as_json = server.post(PATH, json={"signal": signal.tolist(), "frequencies": [5, 7]})
     np.testing.assert_allclose(components(by_header), components(as_json), atol=1e-6)
+
+
+def test_white_noise_is_flagged_out_of_distribution_in_json_and_float32(server):
+    noise = np.random.default_rng(7).normal(0.0, 1.0, 2000).astype(np.float32)
+    body = server.post(PATH, json={"signal": noise.tolist(), "frequencies": [1]}).json()
+    assert body["out_of_distribution"] is True and body["residual"] > 0.9
+    resp = server.post(
+        PATH,
+        data=noise.astype("<f4").tobytes(),
+        headers={"Content-Type": RAW, "Accept": RAW, "X-Frequencies": "1"},
+    )
+    assert resp.status_code == 200 and resp.headers["X-Out-Of-Distribution"] == "true"
+    assert float(resp.headers["X-Residual"]) > 0.9
 
 
 def test_query_string_does_not_reach_the_handler_in_torchserve_0_12(server, signal):

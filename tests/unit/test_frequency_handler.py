@@ -114,7 +114,10 @@ def test_one_shot_answer_schema_and_values(handler, predictor, signal):
         handler, [as_json({"signal": signal.tolist(), "frequencies": [3, 1]})]
     )
     assert status == 200 and headers["content-type"] == JSON and headers[BATCH_SIZE_HEADER] == "1"
-    assert set(body) == {"sample_rate", "components", "model"}  # no state: not a stream
+    # no state: not a stream
+    assert set(body) == {"sample_rate", "components", "model", "residual", "out_of_distribution"}
+    assert isinstance(body["residual"], float) and 0 <= body["residual"] <= 1
+    assert body["out_of_distribution"] is False  # today's training generator is in the family
     assert body["model"]["name"] == "frequency" and body["model"]["version"]
     assert [c["frequency"] for c in body["components"]] == [3.0, 1.0]
     want = predictor.predict([SignalRequest(signal.astype(np.float32), 1000, (3.0, 1.0), (1, 0))])
@@ -189,6 +192,8 @@ def test_float32_answer_has_its_layout_in_headers_and_equals_json(handler, signa
     std = np.array([c["std"] for c in as_json_body["components"]], dtype=np.float32)
     np.testing.assert_array_equal(data[1], std)
     assert STATE_HEADER not in out  # one-shot
+    assert out["X-Out-Of-Distribution"] == "false"
+    assert float(out["X-Residual"]) == pytest.approx(as_json_body["residual"], rel=1e-5)
 
 
 def test_float32_stream_carries_its_state_in_headers(handler, signal):
@@ -260,3 +265,45 @@ def test_intra_op_spinning_reaches_both_onnx_sessions(frequency_artifacts, spinn
     for runtime in (engine.sequence, engine.step):
         entry = runtime.options.get_session_config_entry("session.intra_op.allow_spinning")
         assert entry == ("1" if spinning else "0")
+
+
+def white_noise(n: int, seed: int = 11) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0.0, 1.0, n).astype(np.float32)
+
+
+def test_manifest_carries_the_ood_threshold_serving_reads(frequency_artifacts, predictor):
+    manifest = json.loads((frequency_artifacts / "manifest.json").read_text())
+    threshold = manifest["handler"]["ood_threshold"]
+    assert 0 < threshold < 1 and predictor.settings.ood_threshold == threshold
+
+
+def test_white_noise_and_other_tones_are_flagged_in_both_answer_forms(handler):
+    t = np.arange(1500) / 1000
+    other = (np.sin(2 * np.pi * 2 * t) + 0.7 * np.sin(2 * np.pi * 11 * t + 1)).astype(np.float32)
+    for sig in (white_noise(1500), other):
+        [(status, body, _)] = run_batch(handler, [as_json({"signal": sig.tolist()})])
+        assert status == 200 and body["out_of_distribution"] is True and body["residual"] > 0.9
+        raw = (sig.astype("<f4").tobytes(), {"Content-Type": RAW, "Accept": RAW})
+        [(status, _, out)] = run_batch(handler, [raw])
+        assert status == 200 and out["X-Out-Of-Distribution"] == "true"
+        assert float(out["X-Residual"]) > 0.9
+
+
+def test_shorter_than_the_lowest_period_is_not_judged(handler, signal):
+    [(status, body, _)] = run_batch(handler, [as_json({"signal": white_noise(999).tolist()})])
+    assert status == 200 and body["residual"] is None and body["out_of_distribution"] is None
+    raw = (white_noise(999).astype("<f4").tobytes(), {"Content-Type": RAW, "Accept": RAW})
+    [(status, _, out)] = run_batch(handler, [raw])
+    assert out["X-Residual"] == "null" and out["X-Out-Of-Distribution"] == "null"
+
+
+def test_stream_chunks_are_judged_on_their_own_samples(handler, signal):
+    noise = white_noise(1000)
+    start = {"signal": signal[:1000].tolist(), "stream": True, "frequencies": [1]}
+    [(_, a, _)] = run_batch(handler, [as_json(start)])
+    assert a["out_of_distribution"] is False and isinstance(a["residual"], float)
+    [(_, b, _)] = run_batch(handler, [as_json({"signal": noise.tolist(), "state": a["state"]})])
+    assert b["out_of_distribution"] is True and b["samples_seen"] == 2000
+    [(_, c, _)] = run_batch(handler, [as_json({"signal": [0.1] * 10, "state": b["state"]})])
+    assert c["residual"] is None and c["out_of_distribution"] is None  # 10 samples: not judged
+    assert len(c["state"]) == len(a["state"])  # the state token is unchanged in size

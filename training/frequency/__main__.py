@@ -36,6 +36,7 @@ from training.frequency.model import (
     STEP_INPUTS,
     STEP_OUTPUTS,
 )
+from training.frequency.ood import ood_threshold
 from training.frequency.plots import plot_components, plot_window_error
 from training.frequency.train import evaluate, train_signals
 
@@ -53,6 +54,7 @@ def handler_settings(cfg: TrainConfig) -> FrequencyExport:
         sequence=ExportGraph(tuple(SEQUENCE_INPUTS), tuple(SEQUENCE_OUTPUTS)),
         step=ExportGraph(tuple(STEP_INPUTS), tuple(STEP_OUTPUTS), STEP_FILES),
         head=HEAD_FILE,
+        ood_threshold=ood_threshold(cfg),
     )
 
 

@@ -87,6 +87,16 @@ class TrainConfig:
     """Heads of the lstm-attention variant (hidden must divide by it)."""
     val_seed: int = 3
     """Noise seed of the validation signal early stopping watches (neither train nor test)."""
+    ood_seed: int = 5
+    """Seed of the held-out served-family signals (handlers/frequency/family.py) the
+    out-of-distribution threshold is set on (training/frequency/ood.py); no test uses it."""
+    ood_signals: int = 400
+    """How many of them."""
+    ood_samples: int = 2000
+    """Samples per signal (2 s at 1 kHz)."""
+    ood_quantile: float = 0.99
+    """The threshold is this quantile of their residuals, times `ood_margin`."""
+    ood_margin: float = 1.1
     val_every: int = 150
     """Optimizer steps between validation passes (windowed MSE over every frequency)."""
     patience: int = 4
