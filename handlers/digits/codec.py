@@ -200,7 +200,7 @@ def read_image(data: bytes, fmt: str, settings: DigitsSettings) -> EncodedImage:
 
 def decode_image(data: bytes, fmt: str, settings: DigitsSettings) -> np.ndarray:
     """Encoded bytes of one Pillow format → a grey image at its own size, or a RequestError."""
-    return _decoded(read_image(data, fmt, settings), settings, None)
+    return _decoded(read_image(data, fmt, settings), settings, False)
 
 
 def _decoded(

@@ -129,7 +129,7 @@ def working_factor(height: int, width: int, native: tuple[int, int]) -> int:
 def read(grey: np.ndarray, native: tuple[int, int]) -> Reading:
     """One grey image of any served size → the dataset's frame and the polarity read."""
     grey = np.asarray(grey, dtype=np.float32)
-    k = working_factor(*grey.shape, native)
+    k = working_factor(grey.shape[0], grey.shape[1], native)
     if k > 1:
         grey = block_mean(grey, k)
     ring = border(grey)
