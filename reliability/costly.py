@@ -98,13 +98,19 @@ def digits(config: dict) -> list[Costly]:
 REVIEW = "a long review about the plot and the cast, the music and the ending "
 
 
-def longest_words(cost: Callable[[str], int], limit: int, most: int = 2000) -> str:
-    """The longest run of REVIEW's words whose explanation cost is within `limit`."""
+def longest_words(cost: Callable[[str], int], limit: int, max_bytes: int, most: int = 2000) -> str:
+    """The longest run of REVIEW's words whose explanation cost is within `limit` and whose UTF-8
+    is within `max_bytes` (an explanation's passes are bounded whatever the text's length, so the
+    text's own limit can be the one that binds)."""
     words = (REVIEW * (most // 10 + 1)).split()[:most]
+
+    def allowed(text: str) -> bool:
+        return len(text.encode()) <= max_bytes and cost(text) <= limit
+
     lo, hi = 1, most
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if cost(" ".join(words[:mid])) <= limit:
+        if allowed(" ".join(words[:mid])):
             lo = mid
         else:
             hi = mid - 1
@@ -123,7 +129,7 @@ def sentiment(config: dict, explain_cost: Callable[[str], int] | None = None) ->
         Costly("text over max_text_bytes", _json({"text": longest + "x"}), expect=OVER),
     ]  # fmt: skip
     if explain_cost is not None:
-        words = longest_words(explain_cost, config["max_explain_tokens"])
+        words = longest_words(explain_cost, config["max_explain_tokens"], config["max_text_bytes"])
         out.append(
             Costly("explain the costliest text allowed", _json({"text": words}), explain=True)
         )
