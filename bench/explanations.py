@@ -86,26 +86,23 @@ def review_latency(server, words: int, count: int, pace: float) -> dict:
     texts = held_out_reviews(count + 1, words + 5, seed=0, min_words=words - 5, source="imdb")
     session = requests.Session()
     out: list[dict] = []
-    for i, text in enumerate(texts):
+
+    def timed(route: str, text: str) -> tuple[requests.Response, float]:
         t0 = time.perf_counter()
         r = session.post(
-            f"{server.inference_url}/explanations/sentiment",
+            f"{server.inference_url}/{route}/sentiment",
             json={"text": text},
             headers=server.auth(),
             timeout=120,
         )
-        ms = (time.perf_counter() - t0) * 1000
+        return r, (time.perf_counter() - t0) * 1000
+
+    for i, text in enumerate(texts):
+        r, ms = timed("explanations", text)
         body = r.json()
         # The same review's prediction, right after: the explanation's cost in predictions
         # (a ratio that holds where other jobs slow both down alike).
-        t0 = time.perf_counter()
-        predicted = session.post(
-            f"{server.inference_url}/predictions/sentiment",
-            json={"text": text},
-            headers=server.auth(),
-            timeout=120,
-        )
-        predict_ms = (time.perf_counter() - t0) * 1000
+        predicted, predict_ms = timed("predictions", text)
         if i:  # the first one loads Captum in the worker
             out.append({"status": r.status_code, "ms": ms, "passes": body.get("evaluations"),
                         "error": body.get("error"), "predict_ms": predict_ms,
