@@ -21,11 +21,10 @@ cores of the AVX-512 class (a pass about 20 ms); many times that on a machine ot
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
+from tests.support.full_size import require_full_size
 from tests.support.torchserve import ROOT
 
 pytestmark = pytest.mark.integration
@@ -35,26 +34,11 @@ REVIEWS, MIN_WORDS, MAX_WORDS, DRAWS = 50, 150, 400, 3
 KS = (3, "10%")
 
 
-def full_size(artifacts: Path) -> str | None:
-    """Why `artifacts` holds no full-size sentiment model, or None when it does."""
-    from training.sentiment.config import DEFAULT
-
-    manifest = artifacts / "manifest.json"
-    if not manifest.is_file():
-        return f"no {manifest} (make train or make serve builds it)"
-    config = json.loads(manifest.read_text()).get("metrics", {}).get("config")
-    if config != DEFAULT.name:
-        return f"{artifacts} holds a {config!r} model, not the full-size {DEFAULT.name!r} one"
-    return None
-
-
 @pytest.fixture(scope="module")
 def model():
-    missing = full_size(ARTIFACTS)
-    if missing:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {missing}: the full-size explanation check cannot run")
-        pytest.skip(missing)
+    from training.sentiment.config import DEFAULT
+
+    require_full_size(ARTIFACTS, DEFAULT.name)
     from handlers.sentiment.model import SentimentModel
     from tests.fixtures.served import handler_config
 

@@ -17,14 +17,13 @@ the tiny test model says nothing about the real one's behaviour.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from handlers.manifest import read_manifest
 from handlers.sentiment.predict import SentimentPredictor
+from tests.support.full_size import require_full_size
 from training.sentiment.quantize import INT8_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,13 +52,7 @@ def out_of_domain_set() -> list[tuple[str, str, str]]:
 def full_size_predictor(request) -> SentimentPredictor:
     """The full-size model in fp32 ONNX and in the gated int8 export (`runtime: auto` serves it
     on CPUs with int8 dot products)."""
-    if not (ARTIFACTS / "manifest.json").is_file():
-        why = f"no full-size sentiment artifacts at {ARTIFACTS} (make train writes them)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    config = read_manifest(ARTIFACTS)["metrics"].get("config")
-    assert config == "default", f"{ARTIFACTS} holds the {config!r} config, not the full-size one"
+    require_full_size(ARTIFACTS)
     if request.param == "onnx-int8" and not (ARTIFACTS / INT8_FILE).is_file():
         pytest.skip("training's int8 gate wrote no int8 export")
     return SentimentPredictor.from_dir(ARTIFACTS, {"runtime": request.param, "threads": 1})
