@@ -21,11 +21,13 @@ from clients.errors import (
     AuthError,
     ClientError,
     ConnectionFailed,
+    TimedOut,
     error_for,
     from_body,
 )
 from clients.settings import ClientSettings
 from clients.tokens import TokenSource, bearer
+from handlers.errors import REQUEST_ID_HEADER
 
 # gRPC status → the HTTP status TorchServe meant (its GRPCUtils mapping, inverted).
 _HTTP_STATUS = {
@@ -139,8 +141,15 @@ def _error_from_rpc(e: grpc.RpcError) -> ClientError:
     kind = java_class.strip().removesuffix(".()").rsplit(".", 1)[-1] or None
     if kind == "InternalServerException" and _FULL_QUEUE in reason:
         kind = "ServiceUnavailableException"
-    trailing = getattr(e, "trailing_metadata", lambda: None)() or ()
-    kind = dict(trailing).get(KIND_METADATA) or kind
+    trailing = dict(getattr(e, "trailing_metadata", lambda: None)() or ())
+    kind = trailing.get(KIND_METADATA) or kind
+    rid = trailing.get(REQUEST_ID_HEADER.lower())
+    error = _classify(code, reason, kind)
+    error.request_id = error.request_id or (rid if isinstance(rid, str) else None)
+    return error
+
+
+def _classify(code: grpc.StatusCode, reason: str, kind: str | None) -> ClientError:
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return AuthError(reason, kind=AUTH_EXCEPTION, protocol="grpc")
     if kind in _HTTP_STATUS_BY_EXCEPTION:
@@ -149,7 +158,7 @@ def _error_from_rpc(e: grpc.RpcError) -> ClientError:
         # Nothing answered at all (grpc's own UNAVAILABLE), not TorchServe's 503.
         return ConnectionFailed(reason, protocol="grpc")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ConnectionFailed(reason or "deadline exceeded", status=504, protocol="grpc")
+        return TimedOut(reason or "deadline exceeded", status=504, protocol="grpc")
     status = _HTTP_STATUS.get(code, 500)
     # A handler's reason may arrive as its JSON body in the details: unwrap it.
     if (marked := from_body(reason.encode(), protocol="grpc")) is not None:
@@ -158,5 +167,6 @@ def _error_from_rpc(e: grpc.RpcError) -> ClientError:
             marked.reason,
             kind=marked.kind,
             protocol="grpc",
+            request_id=marked.request_id,
         )
     return error_for(status, reason, kind=kind, protocol="grpc")

@@ -11,6 +11,7 @@ from clients.client import Payload, decode_answer, encode_payload, with_token
 from clients.errors import ConnectionFailed, from_http
 from clients.settings import ClientSettings
 from clients.tokens import TokenSource, bearer
+from handlers.errors import REQUEST_ID_HEADER
 
 
 class RestClient:
@@ -102,5 +103,11 @@ class RestClient:
         except requests.RequestException as e:
             raise ConnectionFailed(f"{method} {url}: {e}", protocol=self.protocol) from e
         if r.status_code >= 400:
-            raise from_http(r.status_code, r.content, r.reason or "", protocol=self.protocol)
+            raise from_http(
+                r.status_code,
+                r.content,
+                r.reason or "",
+                protocol=self.protocol,
+                request_id=r.headers.get(REQUEST_ID_HEADER),
+            )
         return r

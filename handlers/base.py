@@ -6,7 +6,9 @@ context: content types, response headers, each refused request's status and JSON
 TorchServe's HandlerTime metric. It does not inherit TorchServe's own `BaseHandler.handle`, which
 switches the *whole batch* to describe or explain mode from request 0's headers.
 
-- Every response says how many requests ran together (`x-batch-size`).
+- Every response says how many requests ran together (`x-batch-size`) and its request id
+  (`X-Request-ID`: the client's or the door's when acceptable, else TorchServe's), which its error
+  body and its log lines carry too.
 - Every response of a gRPC request says `ts_stream_next: false`: TorchServe 0.12's
   `StreamPredictions` reads that header without a null check and kills the worker without it. Over
   REST its mere presence turns the answer into a chunked stream, so REST rows never get it.
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from handlers.codec import Reply
-from handlers.errors import RequestError, mark_refused
+from handlers.errors import REQUEST_ID_HEADER, RequestError, mark_refused
 from handlers.runtime import device_from_properties
 from handlers.service import EXPLAIN_HEADER, ModelService, Request
 from handlers.telemetry import Telemetry, request_id
@@ -75,14 +77,11 @@ class ModelHandler:
 
     def handle(self, data: list[dict], context: Any) -> list[str | bytes]:
         start = time.perf_counter()
-        requests = [
-            Request.from_row(row or {}, _headers(context, i), request_id(context, i))
-            for i, row in enumerate(data)
-        ]
+        requests = [_request(context, i, row) for i, row in enumerate(data)]
         results = self.service.handle_batch(requests)
         batch = str(len(results))
         bodies = [
-            self._write(context, i, result, request.headers, batch)
+            self._write(context, i, result, request, batch)
             for i, (result, request) in enumerate(zip(results, requests, strict=True))
         ]
         _handler_time(context, start)
@@ -90,17 +89,26 @@ class ModelHandler:
 
     @staticmethod
     def _write(
-        context: Any, i: int, result: Reply | RequestError, headers: Any, batch: str
+        context: Any, i: int, result: Reply | RequestError, request: Request, batch: str
     ) -> str | bytes:
         context.set_response_header(i, BATCH_SIZE_HEADER, batch)
-        if is_grpc(dict(headers)):
+        if request.id is not None:
+            context.set_response_header(i, REQUEST_ID_HEADER, request.id)
+        if is_grpc(dict(request.headers)):
             context.set_response_header(i, STREAM_NEXT_HEADER, "false")
         if isinstance(result, RequestError):
-            return mark_refused(context, i, result)
+            return mark_refused(context, i, result, request.id)
         context.set_response_content_type(i, result.content_type)
         for name, value in result.headers.items():
             context.set_response_header(i, name, value)
         return result.body
+
+
+def _request(context: Any, idx: int, row: Any) -> Request:
+    """TorchServe's row `idx` → the runtime-neutral Request; its id is the client's (or the door's)
+    X-Request-ID when acceptable, else TorchServe's (handlers/telemetry.request_id)."""
+    headers = _headers(context, idx)
+    return Request.from_row(row or {}, headers, request_id(context, idx, headers))
 
 
 def _headers(context: Any, idx: int) -> dict:

@@ -20,14 +20,14 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from handlers.errors import RequestError
+from handlers.errors import REQUEST_ID_HEADER, RequestError, valid_request_id
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,14 @@ def _mean(values: Any) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
-def request_id(context: Any, idx: int) -> str | None:
-    """The TorchServe request id of batch item `idx`, for log lines (None outside a server)."""
+def request_id(context: Any, idx: int, headers: Mapping[str, Any] | None = None) -> str | None:
+    """The request id of batch item `idx`: the client's or the door's X-Request-ID header when it is
+    an acceptable one (handlers/errors.valid_request_id), else TorchServe's own request id (None
+    outside a server). It is the Request's `id`: in its log lines, its error body and the
+    X-Request-ID header of its answer."""
+    for name, value in (headers or {}).items():
+        if isinstance(name, str) and name.lower() == REQUEST_ID_HEADER.lower():
+            if (rid := valid_request_id(value)) is not None:
+                return rid
     ids = getattr(context, "request_ids", None)
     return ids.get(idx) if isinstance(ids, dict) else None

@@ -7,7 +7,8 @@ with the archive's model-config.yaml, the DataFrame's rows are cut into batches 
 and work budget included, so `predict` returns what TorchServe returns:
     each row's columns are the request's JSON body (the fields its `/predictions` JSON body has,
     e.g. `text`) → the served JSON answer, or for a refused row its error body
-    (`error`, `kind`) with the HTTP `status` it is served with.
+    (`error`, `kind`) with the HTTP `status` it is served with (handlers/errors.refusal, as the
+    TorchServe handler writes it).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class ServedModel(PythonModel):
 
 def answer_rows(service, rows: list[dict], batch_size: int) -> list:
     """Each row as a request's JSON body, run in batches of `batch_size` through the service."""
-    from handlers.errors import RequestError
+    from handlers.errors import RequestError, refusal
     from handlers.service import Request
 
     answers: list = []
@@ -48,7 +49,8 @@ def answer_rows(service, rows: list[dict], batch_size: int) -> list:
         ]
         for result in service.handle_batch(batch):
             if isinstance(result, RequestError):
-                answers.append(result.to_body() | {"status": result.status})
+                status, _, body = refusal(result)
+                answers.append(json.loads(body) | {"status": status})
             else:
                 answers.append(json.loads(result.body))
     return answers

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from handlers.base import BATCH_SIZE_HEADER, STREAM_NEXT_HEADER
-from handlers.errors import RequestError
+from handlers.errors import REQUEST_ID_HEADER, RequestError, refusal
 from handlers.frequency.model import FrequencyModel
 from handlers.frequency.state import KEY_FILE_ENV
 from handlers.frequency_handler import FrequencyHandler
@@ -61,14 +61,16 @@ def served(handler, requests: list[Request]) -> list[tuple[int, str, object, dic
 
 
 def in_process(service: ModelService, requests: list[Request]):
-    """The same, straight from handle_batch (no adapter, no context)."""
+    """The same, straight from handle_batch (no adapter, no context): every answer carries its
+    request id (X-Request-ID, and the error body's `request_id`)."""
     results = []
-    for r in service.handle_batch(requests):
+    for request, r in zip(requests, service.handle_batch(requests), strict=True):
+        rid = {REQUEST_ID_HEADER: request.id}
         if isinstance(r, RequestError):
-            retry = {"Retry-After": str(r.retry_after_s)} if r.retry_after_s else {}
-            results.append((r.status, "application/json", json.dumps(r.to_body()), retry))
+            status, headers, body = refusal(r, request.id)
+            results.append((status, "application/json", body, headers | rid))
         else:
-            results.append((200, r.content_type, r.body, dict(r.headers)))
+            results.append((200, r.content_type, r.body, dict(r.headers) | rid))
     return results
 
 
@@ -182,9 +184,12 @@ def test_the_pyfunc_refuses_an_over_budget_row_as_the_server_does(toy_dir, tmp_p
     )
     assert "label" in got[0]
     assert got[0] == json.loads(want[0][2])
-    for row, (status, _, body, headers) in zip(got[1:], want[1:], strict=True):
+    for i, (row, (status, _, body, headers)) in enumerate(zip(got[1:], want[1:], strict=True)):
         assert status == 503 and headers["Retry-After"] == "1"
-        assert row == json.loads(body) | {"status": 503}
+        # The same body, but for the request id a server gives (a DataFrame row has none).
+        served_body = json.loads(body)
+        assert served_body.pop("request_id") == f"req-{i + 1}" and "request_id" not in row
+        assert row == served_body | {"status": 503}
         assert row["kind"] == "overloaded"
 
 
