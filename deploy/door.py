@@ -155,8 +155,12 @@ def check(cfg_text: str, door: Path = DOOR) -> list[str]:
                 problems.append(f"gRPC kind {kind} not in the catalogue: {line[:90]}")
     door_kinds = {k for k, e in KINDS.items() if e.by == "door"}
     problems += [f"{k}: a door kind the door never answers" for k in sorted(door_kinds - used)]
-    if REQUEST_ID_PATTERN not in cfg_text:
-        problems.append(f"the cfg does not check client request ids with {REQUEST_ID_PATTERN}")
+    takes = [ln for ln in lines if "set-var(txn.request_id) req.fhdr(x-request-id)" in ln]
+    if len(takes) < 2:  # the REST and the gRPC frontend
+        problems.append("a frontend does not take the client's X-Request-ID")
+    for line in takes:
+        if f"-m reg '{REQUEST_ID_PATTERN}'" not in line:
+            problems.append(f"a client request id not checked with {REQUEST_ID_PATTERN}: {line[:90]}")
     return problems
 
 
