@@ -214,4 +214,6 @@ def from_body(body: bytes, protocol: str = "grpc") -> ClientError | None:
         return None
     reason, kind, rid = parsed
     entry = KINDS.get(kind or "")
-    return error_for(entry.status if entry else 400, reason, kind=kind, protocol=protocol, request_id=rid)
+    return error_for(
+        entry.status if entry else 400, reason, kind=kind, protocol=protocol, request_id=rid
+    )

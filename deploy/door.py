@@ -140,12 +140,11 @@ def check(cfg_text: str, door: Path = DOOR) -> list[str]:
         pairs = [m.groups() for m in _GRPC_RETURN.finditer(line)]
         pairs += [m.groups() for m in _GRPC_SET.finditer(line)]
         for code, kind in pairs:
-            entry = KINDS.get(kind)
-            if entry is None:
+            if kind not in KINDS:
                 problems.append(f"gRPC error-kind {kind} not in the catalogue: {line[:90]}")
                 continue
             used.add(kind)
-            codes = {GRPC_CODES[GRPC_BY_STATUS[s]] for s in entry.statuses}
+            codes = {GRPC_CODES[GRPC_BY_STATUS[s]] for s in KINDS[kind].statuses}
             if int(code) not in codes:
                 problems.append(f"{kind} over gRPC is {sorted(codes)}, not {code}: {line[:90]}")
         if "hdr grpc-status" in line and "error-kind" not in line:
@@ -160,7 +159,9 @@ def check(cfg_text: str, door: Path = DOOR) -> list[str]:
         problems.append("a frontend does not take the client's X-Request-ID")
     for line in takes:
         if f"-m reg '{REQUEST_ID_PATTERN}'" not in line:
-            problems.append(f"a client request id not checked with {REQUEST_ID_PATTERN}: {line[:90]}")
+            problems.append(
+                f"a client request id not checked with {REQUEST_ID_PATTERN}: {line[:90]}"
+            )
     return problems
 
 

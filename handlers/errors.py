@@ -115,10 +115,16 @@ KINDS: dict[str, ErrorKind] = _catalogue(
         also=(413,),
     ),
     ErrorKind(
-        "unsupported_media_type", 415, "UnsupportedMediaType", "handler", "a content type not decoded"
+        "unsupported_media_type",
+        415,
+        "UnsupportedMediaType",
+        "handler",
+        "a content type not decoded",
     ),
     ErrorKind("bad_state", 400, "BadRequest", "handler", "a stream state undecodable or altered"),
-    ErrorKind("stale_state", 409, "Conflict", "handler", "a stream state from another version or key"),
+    ErrorKind(
+        "stale_state", 409, "Conflict", "handler", "a stream state from another version or key"
+    ),
     ErrorKind("not_implemented", 501, "ServerError", "handler", "a route or mode not served"),
     ErrorKind(
         "overloaded",

@@ -208,8 +208,8 @@ def request_id(context: Any, idx: int, headers: Mapping[str, Any] | None = None)
     outside a server). It is the Request's `id`: in its log lines, its error body and the
     X-Request-ID header of its answer."""
     for name, value in (headers or {}).items():
-        if isinstance(name, str) and name.lower() == REQUEST_ID_HEADER.lower():
-            if (rid := valid_request_id(value)) is not None:
-                return rid
+        is_id = isinstance(name, str) and name.lower() == REQUEST_ID_HEADER.lower()
+        if is_id and (rid := valid_request_id(value)) is not None:
+            return rid
     ids = getattr(context, "request_ids", None)
     return ids.get(idx) if isinstance(ids, dict) else None

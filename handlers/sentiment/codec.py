@@ -1,5 +1,6 @@
 """This model's JSON contract, both directions: clients build requests and read answers with it,
-the server decodes requests (inputs.parse_texts) and encodes answers with it.
+the server decodes requests (inputs.parse_texts) and encodes answers with it (`Classification`, the
+one encoding of an answer: what the server sends and what the round-trip test reads back).
 
 Request: {"text": "..."} (one answer), {"texts": [...]} (a list of answers), or a text/plain body.
 Answer: {"label", "probabilities" {label: p}, "uncertainty" {...}, "truncated", "model"}.
@@ -11,9 +12,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from handlers.codec import Reply
 from handlers.sentiment.inputs import TextRequest, parse_texts
 
-__all__ = ["TextAnswer", "TextRequest", "decode_answer", "encode_answer", "parse_texts"]
+__all__ = ["Classification", "TextAnswer", "TextRequest", "decode_answer", "parse_texts"]
 
 
 def request_json(texts: str | Sequence[str]) -> dict:
@@ -23,9 +25,25 @@ def request_json(texts: str | Sequence[str]) -> dict:
     return {"texts": list(texts)}
 
 
-def encode_answer(results: Sequence[dict], many: bool) -> bytes:
-    """One request's answer: its one result, or the list for a {"texts": [...]} request."""
-    return json.dumps(list(results) if many else results[0]).encode()
+@dataclass(frozen=True)
+class Classification:
+    """The answer to one request: one prediction per text, in order."""
+
+    predictions: tuple[dict, ...]
+    """Each text's prediction (label, probabilities, uncertainty, truncated, model)."""
+    many: bool
+    """The request sent {"texts": [...]}: the answer is a list even for one text."""
+
+    def to_body(self) -> dict | list[dict]:
+        """Its one prediction, or the list for a {"texts": [...]} request."""
+        return list(self.predictions) if self.many else self.predictions[0]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_body())
+
+    def reply(self) -> Reply:
+        """The served answer (SentimentModel.reply)."""
+        return Reply(self.to_json(), "application/json", {})
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,11 @@
 """The sentiment model's part of the lifecycle (handlers/service.py): parse texts, run every good
 text of the batch in one padded pass within the batch's token budget, answer each request with
-its typed `Classification`."""
+its typed `Classification` (encoded in handlers/sentiment/codec.py, the model's JSON contract)."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,31 +14,13 @@ from handlers.budget import within_budget
 from handlers.codec import Reply, decode_request
 from handlers.errors import RequestError
 from handlers.explain import Explanations, bounded
+from handlers.sentiment.codec import Classification
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
 from handlers.sentiment.settings import SentimentSettings
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Classification:
-    """The answer to one request: one prediction per text, in order."""
-
-    predictions: tuple[dict, ...]
-    """Each text's prediction (label, probabilities, uncertainty, truncated, model)."""
-    many: bool
-    """The request sent {"texts": [...]}: the answer is a list even for one text."""
-
-    def to_body(self) -> dict | list[dict]:
-        return list(self.predictions) if self.many else self.predictions[0]
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_body())
-
-    def reply(self) -> Reply:
-        return Reply(self.to_json(), "application/json", {})
 
 
 class SentimentModel:

@@ -15,6 +15,8 @@ from handlers import codec as shared_codec
 from handlers.frequency import codec as fcodec
 from handlers.registry import MODELS, get, names
 from handlers.sentiment import codec as scodec
+from handlers.sentiment.codec import Classification
+from handlers.sentiment.model import SentimentModel
 
 # The three settings the codec reads (the rest is the predictor's).
 FSET = SimpleNamespace(frequencies=(1.0, 3.0, 5.0, 7.0), sample_rate=1000, max_samples=4096)
@@ -106,7 +108,7 @@ def test_sentiment_request_and_answer_round_trip(texts):
         return
     assert request.texts == ((texts,) if isinstance(texts, str) else tuple(texts))
     assert request.many == (not isinstance(texts, str))
-    results = [
+    results = tuple(
         {
             "label": "positive",
             "probabilities": {"negative": 0.25, "positive": 0.75},
@@ -115,8 +117,14 @@ def test_sentiment_request_and_answer_round_trip(texts):
             "model": {"name": "m", "version": "v"},
         }
         for _ in request.texts
-    ]
-    answers = scodec.decode_answer(json.loads(scodec.encode_answer(results, request.many)))
+    )
+    # The answer as the server writes it (SentimentModel.reply), read back the clients' way.
+    served = SentimentModel.reply(
+        object.__new__(SentimentModel), Classification(results, request.many)
+    )
+    assert served.content_type == "application/json"
+    answers = scodec.decode_answer(json.loads(served.body))
+    assert isinstance(json.loads(served.body), list) == request.many
     assert [a.label for a in answers] == ["positive"] * len(request.texts)
     assert answers[0].probabilities == results[0]["probabilities"]
 

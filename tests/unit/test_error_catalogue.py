@@ -41,7 +41,13 @@ def test_every_kind_the_cfg_names_is_in_the_catalogue():
     named = set(re.findall(r'"kind": "(\w+)"', "".join(door.render().values())))
     named |= set(re.findall(r"error-kind (\w+)", CFG)) | set(re.findall(r"str\((\w+)\)", CFG))
     assert named and named <= set(KINDS), named - set(KINDS)
-    assert {"unauthorized", "length_required", "not_found", "method_not_allowed", "timeout"} <= named
+    assert {
+        "unauthorized",
+        "length_required",
+        "not_found",
+        "method_not_allowed",
+        "timeout",
+    } <= named
 
 
 @pytest.mark.parametrize(
@@ -49,17 +55,24 @@ def test_every_kind_the_cfg_names_is_in_the_catalogue():
     [
         (
             "a status the kind is not answered with",
-            ("status 413 content-type application/json lf-file door/too_large.json",
-             "status 400 content-type application/json lf-file door/unauthorized.json"),
+            (
+                "status 413 content-type application/json lf-file door/too_large.json",
+                "status 400 content-type application/json lf-file door/unauthorized.json",
+            ),
         ),
         (
             "a JSON body written by hand",
-            ("lf-file door/length_required.json",
-             """string '{"error": "chunked", "kind": "length_required"}'"""),
+            (
+                "lf-file door/length_required.json",
+                """string '{"error": "chunked", "kind": "length_required"}'""",
+            ),
         ),
         (
             "a Retry-After the kind does not have",
-            ("lf-file door/timeout-torchserve.json", "lf-file door/timeout-torchserve.json hdr Retry-After 1"),
+            (
+                "lf-file door/timeout-torchserve.json",
+                "lf-file door/timeout-torchserve.json hdr Retry-After 1",
+            ),
         ),
         (
             "a gRPC code the kind does not have",
