@@ -170,7 +170,9 @@ def test_an_unknown_model_or_version_over_rest_is_the_doors_json_404(pod, path, 
     r = requests.post(
         pod.http + path, json={"text": "x"}, headers={"Authorization": f"Bearer {TOKEN}"}
     )
-    assert r.status_code == 404 and r.json() == {"error": reason, "kind": "not_found"}, r.text
+    rid = r.headers["X-Request-ID"]  # the door's, on the answer and in its body
+    assert r.status_code == 404, r.text
+    assert r.json() == {"error": reason, "kind": "not_found", "request_id": rid}, r.text
 
 
 def test_torchserves_full_queue_over_rest_is_the_doors_json_503(pod):
@@ -192,5 +194,9 @@ def test_torchserves_full_queue_over_rest_is_the_doors_json_503(pod):
     assert len(refused) >= 8, "TorchServe's queue refused nothing"
     for r in refused:
         assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
-        assert r.json() == {"error": "replica full or not serving, retry", "kind": "overloaded"}
+        assert r.json() == {
+            "error": "replica full or not serving, retry",
+            "kind": "overloaded",
+            "request_id": r.headers["X-Request-ID"],
+        }
     assert {f.result().status_code for f in sent} <= {200, 503}
