@@ -105,10 +105,16 @@ archive-registered: | $(STAMP)
 # TorchServe starts in the background from the repo root (key_file.json lands here). Its output goes
 # to logs/torchserve.out, never to the caller's stdout/stderr: `make serve | tee x` returns once the
 # models are READY. TS_CONFIG_FILE wins over --ts-config in TorchServe 0.12, so it is set here too.
+# The pod's door (HAProxy, deploy/local_door.py) answers on the inference addresses config.properties
+# names (8080, gRPC 7070), TorchServe's own inference listeners sit behind it on loopback (8090,
+# 7090; logs/torchserve.properties): every refusal is JSON with a request id, as in a pod.
 define start-torchserve
 mkdir -p logs
-TS_CONFIG_FILE=$(CURDIR)/config.properties $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
+$(PY) -m deploy.local_door torchserve-config --config config.properties --out logs/torchserve.properties
+TS_CONFIG_FILE=$(CURDIR)/logs/torchserve.properties $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
 	|| { cat logs/torchserve.out >&2; exit 1; }
+$(PY) -m deploy.local_door start --config config.properties --run logs/door \
+	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; exit 1; }
 $(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
 	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; exit 1; }
 endef
@@ -126,7 +132,8 @@ metrics: ## Show the custom handler metrics of the local TorchServe (docs/observ
 	grep -E '^ts_handler_|^ts_inference_requests_total' <<<"$$out" \
 		|| echo "no handler metrics yet: TorchServe creates them at a model's first request"
 
-stop: ## Stop TorchServe
+stop: ## Stop TorchServe and its door
+	-$(PY) -m deploy.local_door stop --run logs/door
 	-$(VENV)/bin/torchserve --stop --foreground  # waits until the server has exited
 
 # Load test and benchmark (docs/clients.md). LOADTEST_ARGS e.g. "--shape spike --slo-p95-ms 1500".

@@ -80,6 +80,7 @@ ANSWERS: dict[str, DoorAnswer] = {
     "timeout-request": DoorAnswer("timeout", "the request did not arrive in time"),
     "timeout-torchserve": DoorAnswer("timeout", "TorchServe did not answer in time"),
     "not_found-torchserve": DoorAnswer("not_found", TS_REASON),
+    "unauthorized-torchserve": DoorAnswer("unauthorized", TS_REASON),
     "internal-torchserve": DoorAnswer("internal", TS_REASON),
 }
 """Every body the door answers with: the file's name → its kind and reason."""

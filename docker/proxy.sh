@@ -7,6 +7,9 @@
 #   reaches the volume without a restart, so the file is re-hashed every PROXY_TOKEN_POLL seconds
 #   and HAProxy reloads on a change (master-worker: old connections finish on the old tokens).
 # SIGTERM (after preStop) becomes HAProxy's soft stop: stop listening, finish in-flight requests.
+#
+# With PROXY_TORCHSERVE_AUTH set (`make serve`, deploy/local_door.py) TorchServe checks its own
+# tokens: the door reads no Secret, checks no token and passes the client's on.
 set -eu
 
 TOKENS="${PROXY_TOKENS:-/var/run/secrets/inference/tokens}"
@@ -55,7 +58,11 @@ write_hashes() {
     mv "$PROXY_TOKEN_HASHES.new" "$PROXY_TOKEN_HASHES"
 }
 
-write_hashes || exit 1
+if [ -n "${PROXY_TORCHSERVE_AUTH:-}" ]; then
+    : > "$PROXY_TOKEN_HASHES"
+else
+    write_hashes || exit 1
+fi
 haproxy -c -q -f "$CFG"
 haproxy -W -db -f "$CFG" &
 master=$!
@@ -69,6 +76,11 @@ trap stop TERM INT
 
 last=$(cat "$PROXY_TOKEN_HASHES")
 while [ -z "$stopping" ] && kill -0 "$master" 2>/dev/null; do
+    if [ -n "${PROXY_TORCHSERVE_AUTH:-}" ]; then # no tokens to follow: wait for the end
+        sleep "$POLL" &
+        wait $! || true
+        continue
+    fi
     sleep "$POLL" &
     wait $! || true
     [ -z "$stopping" ] || break

@@ -81,9 +81,24 @@ def test_make_serve_through_a_pipe_returns_once_models_are_ready(shell, checkout
 
 
 def test_make_serve_fails_at_once_with_the_log_when_torchserve_cannot_start(shell):
-    shell.run("python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1", "take 8080")
+    # `make serve` runs TorchServe's REST listener on 8090, behind the door on 8080.
+    shell.run("python3 -m http.server 8090 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1", "take 8090")
     with pytest.raises(ShellError) as failed:
-        shell.run("make serve", "make serve with 8080 taken", 120)
+        shell.run("make serve", "make serve with 8090 taken", 120)
     assert "failed (exit" in str(failed.value)  # it ended by itself, not by our timeout
     assert "TorchServe exited before" in str(failed.value)
     assert "logs/torchserve.out, last lines" in str(failed.value)
+
+
+def test_make_serve_fails_at_once_when_its_door_cannot_listen_and_leaves_nothing_running(shell):
+    shell.run("python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1", "take 8080")
+    with pytest.raises(ShellError) as failed:
+        shell.run("make serve", "make serve with 8080 taken", 120)
+    assert "failed (exit" in str(failed.value)
+    assert "the door exited" in str(failed.value)
+    shell.run(
+        "for i in $(seq 150); do curl -s -o /dev/null http://127.0.0.1:8081/ping || break; "
+        "sleep 0.2; done; ! curl -s -o /dev/null http://127.0.0.1:8081/ping",
+        "TorchServe stopped after the door failed",
+        60,
+    )
