@@ -17,6 +17,7 @@ import requests
 from clients import stubs
 from clients.errors import AuthError, PayloadTooLarge
 from clients.rest_client import RestClient
+from clients.settings import ClientSettings
 from clients.tokens import TokenSource
 from deploy import local_door
 from deploy.ts_files import read_properties
@@ -44,7 +45,7 @@ def door(served, tmp_path_factory):
     local_door.start(env, run)
     url = f"http://127.0.0.1:{listen[1]}"
     deadline = time.monotonic() + 20
-    while requests.get(f"{url}/ping", timeout=5).status_code != 200:
+    while requests.get(f"{url}/ping", headers=served.auth(), timeout=5).status_code != 200:
         assert time.monotonic() < deadline, "the door never reached TorchServe"
         time.sleep(0.3)
     yield {"http": url, "grpc": f"127.0.0.1:{listen[2]}", "run": run}
@@ -79,7 +80,7 @@ def test_through_the_local_door_an_oversized_body_is_the_json_413(served, door):
 
 
 def test_the_projects_client_gets_413_payload_too_large_through_the_local_door(served, door):
-    settings = served.client_settings(inference_url=door["http"], timeout=30)
+    settings = ClientSettings(inference_url=door["http"], key_file=None, timeout=30)
     client = RestClient(settings, TokenSource(keys={"inference": served.keys["inference"]}))
     with pytest.raises(PayloadTooLarge) as e:
         client.predict("sentiment", {"text": "a long review " * 220_000})
@@ -104,7 +105,7 @@ def test_torchserve_checks_its_own_tokens_behind_the_local_door(served, door):
         body = r.json()
         assert body["kind"] == "unauthorized" and body["request_id"] == r.headers["X-Request-ID"]
         assert "org.pytorch" not in r.text and "Exception" not in r.text
-    settings = served.client_settings(inference_url=door["http"], timeout=30, key_file=None)
+    settings = ClientSettings(inference_url=door["http"], key_file=None, timeout=30)
     with pytest.raises(AuthError):
         RestClient(settings, TokenSource(keys={"inference": "wrong"})).predict(
             "sentiment", {"text": "x"}
