@@ -40,7 +40,11 @@ BEHIND_GRPC_PORT = int(os.environ.get("LOCAL_TS_GRPC_PORT", "7090"))
 def public(props: dict[str, str]) -> tuple[str, int, int]:
     """(host, REST port, gRPC port) that config.properties names for inference: the door's."""
     url = urlsplit(props.get("inference_address", "http://127.0.0.1:8080"))
-    return url.hostname or "127.0.0.1", url.port or 8080, int(props.get("grpc_inference_port", 7070))
+    return (
+        url.hostname or "127.0.0.1",
+        url.port or 8080,
+        int(props.get("grpc_inference_port", 7070)),
+    )
 
 
 def torchserve_config(
@@ -72,19 +76,23 @@ def door_env(
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("PROXY_", "TS_", "MAX_REQUEST"))
     }
-    return env | {
-        "PROXY_TORCHSERVE_AUTH": "1",
-        "PROXY_RUN_DIR": str(run_dir),
-        "PROXY_LISTEN": host,
-        "PROXY_HTTP_PORT": str(http_port),
-        "PROXY_GRPC_PORT": str(grpc_port),
-        "PROXY_METRICS_PORT": extra.pop("PROXY_METRICS_PORT", "8087"),
-        "PROXY_HEALTH_PORT": extra.pop("PROXY_HEALTH_PORT", "8086"),
-        "TS_INFERENCE": torchserve_http,
-        "TS_GRPC": torchserve_grpc,
-        "TS_METRICS": f"{metrics.hostname or '127.0.0.1'}:{metrics.port or 8082}",
-        "MAX_REQUEST_SIZE": props.get("max_request_size", "6553500"),
-    } | extra
+    return (
+        env
+        | {
+            "PROXY_TORCHSERVE_AUTH": "1",
+            "PROXY_RUN_DIR": str(run_dir),
+            "PROXY_LISTEN": host,
+            "PROXY_HTTP_PORT": str(http_port),
+            "PROXY_GRPC_PORT": str(grpc_port),
+            "PROXY_METRICS_PORT": extra.pop("PROXY_METRICS_PORT", "8087"),
+            "PROXY_HEALTH_PORT": extra.pop("PROXY_HEALTH_PORT", "8086"),
+            "TS_INFERENCE": torchserve_http,
+            "TS_GRPC": torchserve_grpc,
+            "TS_METRICS": f"{metrics.hostname or '127.0.0.1'}:{metrics.port or 8082}",
+            "MAX_REQUEST_SIZE": props.get("max_request_size", "6553500"),
+        }
+        | extra
+    )
 
 
 def start(env: dict[str, str], run_dir: Path, wait_s: float = 15) -> subprocess.Popen:

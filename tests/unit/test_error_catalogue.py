@@ -230,3 +230,25 @@ def test_the_worker_takes_the_headers_request_id_before_torchserves():
     assert request_id(Ctx(), 0, {"X-Request-ID": "client-7"}) == "client-7"
     assert request_id(Ctx(), 1, {"X-Request-ID": "bad id"}) == "ts-1"
     assert request_id(Ctx(), 1, {}) == "ts-1"
+
+
+def test_the_reliability_docs_list_every_kind_as_catalogued():
+    """docs/reliability.md "Error kinds" tells the current catalogue: each kind, its statuses,
+    its Retry-After and the client's exception."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reliability.md").read_text()
+    rows = {
+        m.group(1): [c.strip() for c in m.group(2).split("|")]
+        for m in re.finditer(r"^\| `(\w+)` \|(.*)\|$", text, re.M)
+        if m.group(1) in KINDS or m.group(1).islower()
+    }
+    table = {k: v for k, v in rows.items() if len(v) == 5}
+    assert set(table) == set(KINDS), set(table) ^ set(KINDS)
+    for kind, (statuses, _, retry, grpc_codes, client) in table.items():
+        entry = KINDS[kind]
+        assert statuses == ", ".join(map(str, entry.statuses)), kind
+        assert retry == ("" if entry.retry_after_s is None else str(entry.retry_after_s)), kind
+        assert grpc_codes.split(", ")[0] == f"`{entry.grpc}`", kind
+        assert client.startswith(f"`{entry.client}`"), kind
