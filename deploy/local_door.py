@@ -99,12 +99,14 @@ def start(env: dict[str, str], run_dir: Path, wait_s: float = 15) -> subprocess.
     """Start the door (docker/proxy.sh) in its own process group; its pid goes to run_dir/pid, its
     output to run_dir/door.log. Returns once its REST port accepts connections."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    address = (env["PROXY_LISTEN"], int(env["PROXY_HTTP_PORT"]))
+    with contextlib.suppress(OSError), socket.create_connection(address, timeout=1):
+        raise RuntimeError(f"the door exited: {address[0]}:{address[1]} is taken by another server")
     with open(run_dir / "door.log", "ab") as log:
         proc = subprocess.Popen(
             [str(PROXY)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     (run_dir / "pid").write_text(str(proc.pid))
-    address = (env["PROXY_LISTEN"], int(env["PROXY_HTTP_PORT"]))
     deadline = time.monotonic() + wait_s
     while True:
         if proc.poll() is not None:
@@ -166,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         env = door_env(
             props, args.run, f"127.0.0.1:{BEHIND_HTTP_PORT}", f"127.0.0.1:{BEHIND_GRPC_PORT}"
         )
-        start(env, args.run)
+        try:
+            start(env, args.run)
+        except RuntimeError as e:
+            print(f"door: {e}", file=sys.stderr)
+            return 1
         host, http_port, grpc_port = public(props)
         print(f"door: http://{host}:{http_port} and {host}:{grpc_port} (gRPC) -> TorchServe")
         return 0
