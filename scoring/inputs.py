@@ -99,13 +99,17 @@ def fetch_s3(uri: str, dest: Path) -> list[Path]:
             want = client.head_object(Bucket=bucket, Key=k).get("Metadata", {}).get("sha256")
             if want and sha256_file(tmp) != want:
                 tmp.unlink()
-                raise IntegrityError(f"s3://{bucket}/{k} does not match the sha256 its metadata names")
+                raise IntegrityError(
+                    f"s3://{bucket}/{k} does not match the sha256 its metadata names"
+                )
             os.replace(tmp, local)
             files.append(local)
     return files
 
 
-def plan(files: list[Path], id_column: str, partition_bytes: int = PARTITION_BYTES) -> list[Partition]:
+def plan(
+    files: list[Path], id_column: str, partition_bytes: int = PARTITION_BYTES
+) -> list[Partition]:
     """Every file's partitions, numbered in order; checks each file's id column on the way."""
     parts: list[Partition] = []
     for path in files:
@@ -171,7 +175,9 @@ def read(part: Partition, id_column: str) -> tuple[list[Any], list[dict]]:
         if part.fmt == "csv":
             with open(part.path, newline="") as f:
                 header = next(csv.reader([f.readline()]))
-            rows = [dict(zip(header, r, strict=False)) for r in csv.reader(io.StringIO(data.decode()))]
+            rows = [
+                dict(zip(header, r, strict=False)) for r in csv.reader(io.StringIO(data.decode()))
+            ]
         else:
             rows = []
             for line in data.splitlines():

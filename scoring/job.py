@@ -59,8 +59,8 @@ class Scorer:
 
         final = self.output / part.name
         if final.exists():  # written by an earlier try of this job: never scored twice
-            rows, kinds = _done(final)
-            return rows, kinds, True
+            done, kinds = _done(final)
+            return done, kinds, True
         ids, rows = read(part, self.id_column)
         id_type = _id_type(ids)
         schema = answer_schema(self.example, pa.field(self.id_column, id_type))
@@ -139,7 +139,9 @@ def prepare_output(output: Path, plan_doc: dict) -> None:
                 "choose a new --output"
             )
     elif any(p.name.startswith("part-") for p in output.iterdir()):
-        raise ScoringError(f"{output}: holds Parquet parts of an unknown job; choose a new --output")
+        raise ScoringError(
+            f"{output}: holds Parquet parts of an unknown job; choose a new --output"
+        )
     (output / REPORT_FILE).unlink(missing_ok=True)  # only a finished run has a report
     for tmp in output.glob(".part-*.tmp"):
         tmp.unlink()
@@ -169,7 +171,7 @@ def run(
         cpu=cpu_summary(describe_cpu()),
     )  # fmt: skip
     begin = time.perf_counter()
-    started = _start_ray(address, cpus)
+    started = start_ray(address, cpus)
     report.engine_start_s = time.perf_counter() - begin
     try:
         import ray.data
@@ -192,7 +194,9 @@ def run(
             scored = ds.map_batches(
                 Scorer,
                 fn_constructor_kwargs={
-                    "model": asdict(model), "id_column": id_column, "output": str(output),
+                    "model": asdict(model),
+                    "id_column": id_column,
+                    "output": str(output),
                 },  # fmt: skip
                 batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=workers),
@@ -230,7 +234,7 @@ def _done(path: Path) -> tuple[int, dict[str, int]]:
     return len(errors), dict(kinds)
 
 
-def _start_ray(address: str | None, cpus: int) -> bool:
+def start_ray(address: str | None, cpus: int) -> bool:
     """Local Ray with `cpus` cores and no dashboard, or the cluster at `address`. Nothing is
     downloaded: no usage stats, no runtime_env packages."""
     import ray
@@ -248,9 +252,9 @@ def _start_ray(address: str | None, cpus: int) -> bool:
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     if address:
-        ray.init(address=address, **quiet)  # type: ignore[arg-type]
+        ray.init(address=address, **quiet)
     else:
-        ray.init(num_cpus=cpus, include_dashboard=False, **quiet)  # type: ignore[arg-type]
+        ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
     return True
 
 

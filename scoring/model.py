@@ -37,7 +37,9 @@ def resolve(name: str, source: str | None, work: Path) -> ModelRef:
         except RegistryError as err:
             raise ScoringError(str(err)) from None
         except Exception as err:  # why: the tracking server unreachable, a bad URI: one line
-            raise ScoringError(f"{source}: {str(err).splitlines()[0] if str(err) else err!r}") from None
+            raise ScoringError(
+                f"{source}: {str(err).splitlines()[0] if str(err) else err!r}"
+            ) from None
         model_dir = Path(model_dir)
     else:
         path = Path(source)
