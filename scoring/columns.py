@@ -77,7 +77,7 @@ def to_table(ids: Sequence[Any], answers: Sequence[dict], schema: pa.Schema) -> 
             for name, value in flatten(answer).items():
                 if name in answer_columns:
                     row[answer_columns[name]] = value
-                else:
+                elif value is not None:
                     extra[name] = value
             row[EXTRA] = json.dumps(extra, sort_keys=True) if extra else None
         rows.append(row)
