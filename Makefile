@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve serve-pulled metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain
+.PHONY: help install train archive serve serve-pulled metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain score bench-score
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -143,6 +143,18 @@ bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clie
 
 bench-explain: $(STORE)/sentiment.mar ## Sentiment explanations served: a lone client's 230-word reviews (p50), then prediction latency while explanations flood; reports/explanations/
 	$(PY) -m bench.explanations --archive $(STORE)/sentiment.mar --review-words 230
+
+# Offline batch scoring on Ray Data through the same ModelService (docs/scoring.md): resumable
+# Parquet parts in OUTPUT, one row per input row, refused rows with their error.
+SCORE_MODEL ?= sentiment
+INPUT ?=
+OUTPUT ?= scored/$(SCORE_MODEL)
+score: $(STAMP) ## Score a corpus offline on local Ray: make score SCORE_MODEL=sentiment INPUT=reviews.parquet [OUTPUT=scored/sentiment SCORE_ARGS="--workers 2"]
+	@test -n "$(INPUT)" || { echo "make score: name the corpus, e.g. INPUT=reviews.parquet (JSONL, CSV, Parquet, s3://)" >&2; exit 2; }
+	$(PY) -m scoring $(SCORE_MODEL) --input $(INPUT) --output $(OUTPUT) $(SCORE_ARGS)
+
+bench-score: $(STAMP) ## Scoring rows/s (1 and 2 Ray workers) vs the bare ModelService loop, naming the CPU; reports/scoring-bench.json
+	$(PY) -m scoring.bench --model $(SCORE_MODEL) $(BENCH_SCORE_ARGS)
 
 # S3 model store (docs/s3.md): credentials and region from the AWS chain, ENDPOINT for S3-compatible stores.
 BUCKET ?= $(MODEL_BUCKET)
