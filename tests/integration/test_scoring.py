@@ -128,7 +128,7 @@ def test_scored_equals_the_in_process_service_to_the_bit(sentiment_artifacts, tm
 
 
 def test_scored_equals_served(served, tmp_path):
-    rows, _ = corpus("sentiment", 6)
+    rows, _ = corpus("sentiment", 10)
     src = write(rows, tmp_path / "in.jsonl")
     out = tmp_path / "out"
     assert main(["sentiment", "--input", str(src), "--output", str(out),
@@ -202,3 +202,38 @@ def test_s3_input_is_checked_against_its_sha256(s3_env, s3_bucket, sentiment_art
     code = main(["sentiment", "--input", f"s3://{s3_bucket}/c/bad.jsonl", "--output", str(bad),
                  *common])  # fmt: skip
     assert code != 0 and not bad.exists()
+
+
+def test_a_killed_worker_is_restarted_and_the_job_loses_nothing(frequency_artifacts, tmp_path):
+    import psutil
+
+    rows, _ = corpus("frequency", 30)
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "scoring", "frequency", "--input", str(src), "--output",
+            str(out), "--from", str(frequency_artifacts), "--partition-mb", "0.0002", "--cpus", "2",
+            "--no-progress"]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    killed = []
+    try:
+        deadline = time.monotonic() + 240
+        while not killed:
+            assert proc.poll() is None, "the job ended before a worker could be killed"
+            assert time.monotonic() < deadline, "no scoring actor seen in 240 s"
+            if list(out.glob("part-*.parquet")):
+                for p in psutil.process_iter(["pid", "cmdline"]):
+                    cmd = " ".join(p.info["cmdline"] or [])
+                    with contextlib.suppress(ProcessLookupError):
+                        if "MapWorker" in cmd and os.getsid(p.pid) == proc.pid:
+                            os.kill(p.pid, signal.SIGKILL)
+                            killed.append(p.pid)
+            time.sleep(0.1)
+        _, stderr = proc.communicate(timeout=600)
+    finally:
+        with_pg_killed(proc)
+    assert proc.returncode == 0, stderr[-2000:]
+    got = sorted(int(r["id"]) for r in scored(out))
+    assert got == [r["id"] for r in rows]
+    assert json.loads((out / "_report.json").read_text())["rows"] == 30
