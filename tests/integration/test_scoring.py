@@ -53,6 +53,7 @@ def corpus(model: str, n: int = 12) -> tuple[list[dict], dict[int, str]]:
     else:
         bad = {3: ({"image": "bm90IGFuIGltYWdl"}, "unsupported_media_type"),
                7: ({"image": [[1, 2], [3]]}, "bad_field")}  # fmt: skip
+    bad = {i: case for i, case in bad.items() if i < n}
     for i, (body, _) in bad.items():
         rows[i] = {"id": 100 + i} | body
     return rows, {100 + i: kind for i, (_, kind) in bad.items()}
