@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from handlers import registry
     from handlers.rows import answer_rows, batch_size
-    from handlers.service import ModelService
+    from handlers.service import ModelService, serving_config
     from scoring import inputs, job
     from scoring.model import resolve
     from training.common.machine import cpu_summary, describe_cpu
@@ -45,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         table = pa.Table.from_pylist([{"id": i} | b for i, b in enumerate(bodies)])
         pq.write_table(table, src, row_group_size=max(1, args.rows // (4 * cpus)))
 
-        service = ModelService.from_dir(model.model_dir)
-        size = batch_size(model.model_dir)
+        config = serving_config(Path(model.config_dir))
+        service = ModelService.from_dir(model.model_dir, config=config)
+        size = batch_size(model.config_dir)
         answer_rows(service, bodies[: size * 2], size)  # warm-up
         begin = time.perf_counter()
         answer_rows(service, bodies, size)

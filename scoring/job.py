@@ -28,11 +28,12 @@ class Scorer:
     def __init__(self, model: dict, id_column: str, output: str):
         from handlers import registry
         from handlers.rows import answer_rows, batch_size
-        from handlers.service import ModelService
+        from handlers.service import ModelService, serving_config
 
         self.model = ModelRef(**model)
-        self.service = ModelService.from_dir(self.model.model_dir)
-        self.batch_size = batch_size(self.model.model_dir)
+        config = serving_config(Path(self.model.config_dir))
+        self.service = ModelService.from_dir(self.model.model_dir, config=config)
+        self.batch_size = batch_size(self.model.config_dir)
         self.id_column = id_column
         self.output = Path(output)
         [self.example] = answer_rows(self.service, [registry.get(self.model.name).example()], 1)
@@ -174,8 +175,11 @@ def run(
     started = start_ray(address, cpus)
     report.engine_start_s = time.perf_counter() - begin
     try:
+        import logging
+
         import ray.data
 
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # our own bar and report say it
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from handlers import registry
 from handlers.manifest import MANIFEST_FILE, read_manifest, sha256_file
+from handlers.service import MODEL_CONFIG
 from scoring.errors import ScoringError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,9 @@ class ModelRef:
     sha256: str
     """The sha256 of its manifest.json (which pins every served file's sha256)."""
     source: str
+    config_dir: str
+    """The folder whose model-config.yaml serves it (batchSize, the `handler:` limits and budgets):
+    its own when it has one (a .mar, a registered version), else handlers/<model>/, as archived."""
 
 
 def resolve(name: str, source: str | None, work: Path) -> ModelRef:
@@ -67,4 +71,9 @@ def resolve(name: str, source: str | None, work: Path) -> ModelRef:
         version=str(manifest.get("version", "")),
         sha256=sha256_file(model_dir / MANIFEST_FILE),
         source=source,
+        config_dir=str(
+            model_dir.resolve()
+            if (model_dir / MODEL_CONFIG).is_file()
+            else registry.get(name).model_config.parent
+        ),
     )

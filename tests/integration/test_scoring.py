@@ -22,7 +22,7 @@ import pytest
 
 from handlers import registry
 from handlers.rows import answer_rows, batch_size
-from handlers.service import ModelService
+from handlers.service import ModelService, serving_config
 from scoring.__main__ import main
 
 pytestmark = pytest.mark.integration
@@ -74,6 +74,15 @@ def write(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def as_archived(artifacts: Path) -> tuple[ModelService, int]:
+    """The in-process service over `artifacts` with the model-config.yaml its archive carries."""
+    config_dir = ROOT / "handlers" / "sentiment"
+    return (
+        ModelService.from_dir(artifacts, config=serving_config(config_dir)),
+        batch_size(config_dir),
+    )
+
+
 def scored(out: Path) -> list[dict]:
     return pads.dataset(out, format="parquet").to_table().to_pylist()
 
@@ -113,9 +122,9 @@ def test_scored_equals_the_in_process_service_to_the_bit(sentiment_artifacts, tm
     out = tmp_path / "out"
     assert main(["sentiment", "--input", str(src), "--output", str(out),
                  "--from", str(sentiment_artifacts), "--workers", "2"]) == 0  # fmt: skip
-    service = ModelService.from_dir(sentiment_artifacts)
+    service, size = as_archived(sentiment_artifacts)
     bodies = [{"text": r["text"]} for r in rows]
-    want = answer_rows(service, bodies, batch_size(sentiment_artifacts))
+    want = answer_rows(service, bodies, size)
     got = {int(r["id"]): r for r in scored(out)}
     for row, answer in zip(rows, want, strict=True):
         r = got[row["id"]]
@@ -238,3 +247,32 @@ def test_a_killed_worker_is_restarted_and_the_job_loses_nothing(frequency_artifa
     got = sorted(int(r["id"]) for r in scored(out))
     assert got == [r["id"] for r in rows]
     assert json.loads((out / "_report.json").read_text())["rows"] == 30
+
+
+def test_a_registered_mlflow_version_scores_as_its_artifacts(sentiment_artifacts, tmp_path):
+    import mlflow
+
+    from handlers.manifest import read_manifest
+    from training.registry import register_export
+
+    manifest = read_manifest(sentiment_artifacts)
+    with mlflow.start_run():
+        record = register_export("sentiment", sentiment_artifacts, manifest)
+    rows, refused = corpus("sentiment", 10)
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    assert main(["sentiment", "--input", str(src), "--output", str(out),
+                 "--from", record["model_uri"]]) == 0  # fmt: skip
+    report = json.loads((out / "_report.json").read_text())
+    assert report["version"] == manifest["version"] and report["source"] == record["model_uri"]
+    service, size = as_archived(sentiment_artifacts)
+    want = answer_rows(service, [{"text": r["text"]} for r in rows], size)
+    got = {int(r["id"]): r for r in scored(out)}
+    for row, answer in zip(rows, want, strict=True):
+        if row["id"] in refused:
+            assert got[row["id"]]["error"]["kind"] == refused[row["id"]]
+        else:
+            assert got[row["id"]]["probabilities.positive"] == answer["probabilities"]["positive"]
+    missing = ["sentiment", "--input", str(src), "--output", str(tmp_path / "o2"),
+               "--from", "models:/sentiment/999"]  # fmt: skip
+    assert main(missing) == 2
