@@ -124,19 +124,44 @@ def _oip(archive: Path, work: Path):
     return stop, post
 
 
+def _interleaved_lone(posts: dict, bodies: list, n: int) -> dict:
+    """Both servers up, one client alternating between them request by request: the lone-client
+    p50 of each under the same load from everything else on the machine."""
+    sessions = {k: requests.Session() for k in posts}
+    latencies: dict[str, list[float]] = {k: [] for k in posts}
+    for i in range(n):
+        for name, post in posts.items():
+            t0 = time.perf_counter()
+            assert post(sessions[name], bodies[i % len(bodies)]), name
+            latencies[name].append(time.perf_counter() - t0)
+    return {k: round(statistics.median(v[5:]) * 1000, 1) for k, v in latencies.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.oip")
     p.add_argument("--archive", type=Path, default=ROOT / "model_store" / "sentiment.mar")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--lone-only", action="store_true", help="only the interleaved lone client")
     args = p.parse_args(argv)
     from handlers.sentiment.samples import bench_feed
     from training.common.machine import cpu_summary, describe_cpu
 
     bodies = [b["text"] for b in bench_feed(200, seed=1)]
+    with tempfile.TemporaryDirectory(prefix="bench-lone-") as tmp:
+        stops, posts = {}, {}
+        for name, start in (("torchserve", _torchserve), ("oip", _oip)):
+            (Path(tmp) / name).mkdir()
+            stops[name], posts[name] = start(args.archive.resolve(), Path(tmp) / name)
+        try:
+            lone = _interleaved_lone(posts, bodies, 60)
+        finally:
+            for stop in stops.values():
+                stop()
+    print("interleaved lone p50 ms", json.dumps(lone), file=sys.stderr)
     results: dict[str, list] = {"torchserve": [], "oip": []}
-    for _ in range(args.rounds):
+    for _ in range(0 if args.lone_only else args.rounds):
         for name, start in (("torchserve", _torchserve), ("oip", _oip)):
             with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
                 stop, post = start(args.archive.resolve(), Path(tmp))

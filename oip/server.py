@@ -21,6 +21,7 @@ authenticates.
 from __future__ import annotations
 
 import argparse
+import functools
 import hmac
 import json
 import logging
@@ -32,12 +33,18 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from handlers.errors import RequestError
+from handlers.errors import BadField, RequestError
 from handlers.manifest import read_manifest
 from handlers.service import ModelService, serving_config
 from handlers.tensors import flag
 from oip.batcher import Batcher
-from oip.contract import EXPLAIN_PARAMETER, Contract, parameters_of, to_request
+from oip.contract import (
+    EXPLAIN_PARAMETER,
+    EXPLANATION_OUTPUT,
+    Contract,
+    parameters_of,
+    to_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +84,7 @@ class Unauthorized(RequestError):
     kind = "unauthorized"
 
 
+@functools.cache
 def _refused_class() -> type:
     from grpc import StatusCode
     from grpc_interceptor.exceptions import GrpcException
@@ -186,8 +194,14 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
             request_id = payload.id or str(uuid.uuid4())
             try:
                 token.check(headers)
-                if not isinstance(payload, InferRequest):
-                    raise Unauthorized("only the v2 protocol is served")  # v1 bodies: not ours
+                if not isinstance(payload, InferRequest):  # a v1 body
+                    raise BadField(f"this server speaks v2: POST /v2/models/{name}/infer")
+                wanted = {o.name: o for o in payload.request_outputs or []}
+                unknown = sorted(
+                    set(wanted) - {t.name for t in contract.outputs} - {EXPLANATION_OUTPUT}
+                )
+                if unknown:
+                    raise BadField(f"unknown output {', '.join(map(repr, unknown))}")
                 parameters = parameters_of(payload.parameters)
                 explain = flag(parameters, EXPLAIN_PARAMETER)
                 arrays = contract.read_inputs(list(payload.inputs))
@@ -198,13 +212,14 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
             if isinstance(result, RequestError):
                 raise Refused(result)
             outputs = contract.answer(result, explain)
-            wanted = {o.name: o for o in payload.request_outputs or []}
             infer_outputs = []
             for out in outputs:
                 if wanted and out.name not in wanted:
                     continue
                 binary = payload.use_binary_outputs
-                if out.name in wanted and wanted[out.name].binary_data is not None:
+                # REST: an output may ask for binary data; gRPC: raw outputs iff raw inputs.
+                rest = not payload.from_grpc
+                if rest and out.name in wanted and wanted[out.name].binary_data is not None:
                     binary = bool(wanted[out.name].binary_data)
                 tensor = InferOutput(out.name, list(out.data.shape), out.datatype)
                 tensor.set_data_from_numpy(out.data, binary_data=binary)
@@ -226,7 +241,9 @@ def _rest_refusals(app: Any) -> None:
     Refused = _refused_class()
 
     async def refused(_: Any, exc: Any) -> JSONResponse:
-        err: RequestError = exc.error
+        err: RequestError | None = getattr(exc, "error", None)
+        if err is None:  # a gRPC-only exception from elsewhere: KServe's generic answer
+            return JSONResponse({"error": str(exc)}, status_code=500)
         headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
         if err.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
@@ -315,6 +332,59 @@ def _bind(host: str) -> None:
     grpc_module.aio = grpc_proxy  # type: ignore[attr-defined]
 
 
+class BodyTooLarge(RequestError):
+    status = 413
+    kind = "too_large"
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused with 413 before it is read
+    whole (TorchServe's max_request_size; gRPC's own limit is the same number)."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        seen = 0
+        Refused = _refused_class()
+
+        async def bounded() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message.get("type") == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise Refused(self._error())
+            return message
+
+        await self.app(scope, bounded, send)
+
+    def _error(self) -> RequestError:
+        return BodyTooLarge(f"the request body is over {self.limit} bytes")
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps(error_body(self._error())).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
 class JsonByDefault:
     """ASGI middleware: an infer POST with no Content-Type and no binary tensors
     (Inference-Header-Content-Length) is JSON. tritonclient's HTTP client sends plain JSON
@@ -346,6 +416,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     auth = p.add_mutually_exclusive_group()
     auth.add_argument("--token-file", type=Path, default=Path("oip_token"))
     auth.add_argument("--no-auth", action="store_true", help="no token (a door authenticates)")
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=1 << 20,
+        help="bodies over this are refused (413, gRPC RESOURCE_EXHAUSTED): config.properties' max_request_size",
+    )
     p.add_argument("--work-dir", type=Path, default=None, help="where archives are unpacked")
     return p.parse_args(argv)
 
@@ -353,7 +429,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # kserve parses sys.argv when imported: it must see only its own options.
-    sys.argv = [sys.argv[0], f"--http_port={args.http_port}", f"--grpc_port={args.grpc_port}"]
+    sys.argv = [
+        sys.argv[0],
+        f"--http_port={args.http_port}",
+        f"--grpc_port={args.grpc_port}",
+        f"--grpc_max_receive_message_length={args.max_request_bytes}",
+    ]
     import kserve
     from kserve import model_server
 
@@ -365,5 +446,6 @@ def main(argv: list[str] | None = None) -> int:
     _keep_binary_inputs()
     _bind(args.host)
     model_server.app.add_middleware(JsonByDefault)
+    model_server.app.add_middleware(BodyLimit, limit=args.max_request_bytes)
     kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port).start(models)
     return 0

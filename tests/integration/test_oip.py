@@ -350,6 +350,12 @@ def test_refusals_get_their_own_status_over_both_transports(oip_server):
                 True,
             ),
             call("digits", [("grid", "FP32", np.full((1, 8, 8), 99.0, np.float32))], "grpc", False),
+            call(
+                "sentiment",
+                [("text", "BYTES", np.array([b"x" * (2 << 20)], dtype=object))],
+                "grpc",
+                True,
+            ),
         ]
     )
     errors = [r["error"] for r in results]
@@ -367,6 +373,7 @@ def test_refusals_get_their_own_status_over_both_transports(oip_server):
     assert json.loads(errors[6]["message"])["kind"] == "too_large"
     assert errors[7]["status"] == "StatusCode.INVALID_ARGUMENT"
     assert json.loads(errors[7]["message"])["kind"] == "bad_field"
+    assert errors[8]["status"] == "StatusCode.RESOURCE_EXHAUSTED"  # over the server's body limit
 
 
 def test_rest_error_shape_is_the_protocols(oip_server):
@@ -381,6 +388,11 @@ def test_rest_error_shape_is_the_protocols(oip_server):
     assert r.json() == {"error": "texts[0] is empty", "kind": "empty_input"}
     r = requests.post(url, json=body, timeout=30)
     assert r.status_code == 401 and "error" in r.json()
+    huge = {
+        "inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x" * (2 << 20)]}]
+    }
+    r = requests.post(url, json=huge, headers=auth, timeout=30)
+    assert r.status_code == 413 and r.json()["kind"] == "too_large"
     body["inputs"][0]["data"] = ["a fine film"]
     r = requests.post(url, json=body, headers=auth, timeout=30)
     assert r.status_code == 200 and r.json()["id"] == "r1"
@@ -405,3 +417,18 @@ def test_concurrent_clients_are_batched_and_a_refused_neighbour_does_not_fail_th
     assert all(r["error"]["status"] == "StatusCode.INVALID_ARGUMENT" for r in bads)
     log = io.StringIO(oip_server.log.read_text())
     assert "Traceback" not in log.getvalue()
+
+
+def test_explain_parameter_answers_the_models_explanation(oip_server, services):
+    texts = np.array([REVIEWS[0].encode()], dtype=object)
+    [result] = oip_server.run(
+        [call("sentiment", [("text", "BYTES", texts)], "grpc", True, parameters={"explain": True})]
+    )
+    got = _outputs(result)
+    assert list(got) == ["explanation"]
+    explanation = json.loads(_text(got["explanation"])[0])
+    body = json.dumps({"texts": [REVIEWS[0]]}).encode()
+    headers = {"Content-Type": "application/json"}
+    request = Request(body, headers, "in-process", {"body": body, "explain": "true"})
+    [reply] = services["sentiment"].handle_batch([request])
+    assert explanation == json.loads(reply.body)
