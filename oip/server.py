@@ -25,6 +25,7 @@ import functools
 import hmac
 import json
 import logging
+import re
 import secrets
 import sys
 import tempfile
@@ -321,10 +322,23 @@ def _bind(host: str) -> None:
     rest_module.uvicorn = rest_proxy  # type: ignore[attr-defined]
 
     def server(*args: Any, **kwargs: Any) -> Any:
+        kwargs["interceptors"] = (OnlyTheProtocol(), *kwargs.get("interceptors", ()))
         made = grpc.aio.server(*args, **kwargs)
         add = made.add_insecure_port
         made.add_insecure_port = lambda address: add(f"{host}:{address.rsplit(':', 1)[1]}")
         return made
+
+    class OnlyTheProtocol(grpc.aio.ServerInterceptor):
+        """The model repository RPCs (load, unload) are not served: a client could unload a model."""
+
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            if details.method.rsplit("/", 1)[-1] in DENIED_RPCS:
+
+                async def deny(request: Any, context: Any) -> None:
+                    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served here")
+
+                return grpc.unary_unary_rpc_method_handler(deny)
+            return await continuation(details)
 
     grpc_proxy = types.ModuleType("grpc.aio")
     grpc_proxy.__dict__.update(grpc.aio.__dict__)
@@ -354,18 +368,26 @@ class BodyLimit:
             await self._refuse(send)
             return
         seen = 0
-        Refused = _refused_class()
+        refused = False
 
         async def bounded() -> dict:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message.get("type") == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise Refused(self._error())
+                if seen > self.limit:  # a body without Content-Length (chunked) that runs over
+                    refused = True
+                    await self._refuse(send)
+                    return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, bounded, send)
+        async def guarded(message: dict) -> None:
+            if not refused:  # once refused, the app's own answer (to the disconnect) is dropped
+                await send(message)
+
+        await self.app(scope, bounded, guarded)
 
     def _error(self) -> RequestError:
         return BodyTooLarge(f"the request body is over {self.limit} bytes")
@@ -383,6 +405,43 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+DENIED_RPCS = {"RepositoryModelLoad", "RepositoryModelUnload"}
+
+ROUTES = re.compile(
+    r"(GET /v2(/health/(live|ready))?"
+    r"|GET /v2/models/[^/]+(/versions/[^/]+)?(/ready)?"
+    r"|POST /v2/models/[^/]+(/versions/[^/]+)?/infer)"
+)
+"""The protocol's health, metadata and inference routes: all REST serves. KServe's app also has
+v1 routes, /metrics, /docs and the model repository (POST .../unload would take a model away)."""
+
+
+class OnlyTheProtocol:
+    """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and not ROUTES.fullmatch(
+            f"{scope.get('method')} {scope.get('path', '').rstrip('/') or '/'}"
+        ):
+            body = json.dumps({"error": "not found", "kind": "not_found"}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
 
 
 class JsonByDefault:
@@ -447,5 +506,6 @@ def main(argv: list[str] | None = None) -> int:
     _bind(args.host)
     model_server.app.add_middleware(JsonByDefault)
     model_server.app.add_middleware(BodyLimit, limit=args.max_request_bytes)
+    model_server.app.add_middleware(OnlyTheProtocol)
     kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port).start(models)
     return 0

@@ -393,6 +393,12 @@ def test_rest_error_shape_is_the_protocols(oip_server):
     }
     r = requests.post(url, json=huge, headers=auth, timeout=30)
     assert r.status_code == 413 and r.json()["kind"] == "too_large"
+    # Without a Content-Length (chunked), the body is counted as it arrives.
+    chunks = iter([b"x" * (1 << 20), b"x" * (1 << 20)])
+    r = requests.post(
+        url, data=chunks, headers=auth | {"Content-Type": "application/json"}, timeout=30
+    )
+    assert r.status_code == 413 and r.json()["kind"] == "too_large"
     body["inputs"][0]["data"] = ["a fine film"]
     r = requests.post(url, json=body, headers=auth, timeout=30)
     assert r.status_code == 200 and r.json()["id"] == "r1"
@@ -432,3 +438,27 @@ def test_explain_parameter_answers_the_models_explanation(oip_server, services):
     request = Request(body, headers, "in-process", {"body": body, "explain": "true"})
     [reply] = services["sentiment"].handle_batch([request])
     assert explanation == json.loads(reply.body)
+
+
+def test_only_the_protocols_routes_and_rpcs_are_served(oip_server):
+    auth = {"Authorization": f"Bearer {oip_server.token}"}
+    for method, path in [
+        ("GET", "/docs"),
+        ("GET", "/metrics"),
+        ("GET", "/v1/models"),
+        ("POST", "/v1/models/sentiment:predict"),
+        ("POST", "/v2/repository/models/sentiment/unload"),
+        ("POST", "/v2/repository/models/sentiment/load"),
+    ]:
+        r = requests.request(method, oip_server.url + path, headers=auth, json={}, timeout=30)
+        assert r.status_code == 404, (method, path, r.status_code)
+        assert r.json()["error"] == "not found"
+    http, grpc = oip_server.run(
+        [
+            {"unload": True, "transport": "http", "model": "digits"},
+            {"unload": True, "transport": "grpc", "model": "digits"},
+        ]
+    )
+    assert http["error"]["status"] == "404"
+    assert grpc["error"]["status"] == "StatusCode.UNIMPLEMENTED"
+    assert requests.get(f"{oip_server.url}/v2/models/digits/ready", timeout=30).status_code == 200

@@ -118,10 +118,31 @@ def _metadata(setup: dict, transport: str, model: str) -> dict[str, Any]:
         }
 
 
+def _unload(setup: dict, transport: str, model: str) -> dict[str, Any]:
+    """Ask the server to unload a model (the model repository extension), as tritonclient can."""
+    from tritonclient.utils import InferenceServerException
+
+    if transport == "grpc":
+        import tritonclient.grpc as client
+    else:
+        import tritonclient.http as client  # type: ignore[no-redef]
+    url = setup[transport]
+    headers = {"authorization": f"Bearer {setup['token']}"}
+    with client.InferenceServerClient(url) as c:
+        try:
+            c.unload_model(model, headers=headers)
+        except InferenceServerException as e:
+            return {"error": {"status": e.status(), "message": e.message()}}
+        return {"error": None, "ready_after": c.is_model_ready(model)}
+
+
 def main() -> int:
     setup = json.load(sys.stdin)
     results: list[Any] = []
     for call in setup.get("calls", []):
+        if call.get("unload"):
+            results.append(_unload(setup, call["transport"], call["model"]))
+            continue
         if call.get("metadata"):
             results.append(_metadata(setup, call["transport"], call["model"]))
             continue
