@@ -7,6 +7,8 @@ PYTHON_SYS ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The Open Inference Protocol server's own venv (requirements-oip.txt says why it is separate).
+OIP_VENV := .venv-oip
 ARTIFACTS := artifacts
 STORE := model_store
 # The served models, from their registry (handlers/registry.py: stdlib only, any python3 reads it).
@@ -17,7 +19,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve serve-pulled metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain score bench-score
+.PHONY: help install train archive serve serve-pulled serve-oip stop-oip metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain score bench-score
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -50,7 +52,7 @@ cat deploy/venv-activate.fish >> $(ACTIVATE).fish
 cat deploy/venv-activate.csh >> $(ACTIVATE).csh
 endef
 
-install: $(STAMP) haproxy kubectl activate-hooks ## Make .venv and install the pinned requirements and the tools the tests run (every target depends on it)
+install: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl activate-hooks ## Make .venv and install the pinned requirements and the tools the tests run (every target depends on it)
 
 .PHONY: activate-hooks
 activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests run it on their own venv
@@ -120,6 +122,26 @@ serve-pulled: | $(STAMP) ## Start TorchServe on model_store/ as it is (after `ma
 	@for m in $(MODELS); do test -f $(STORE)/$$m.mar || { echo "no $(STORE)/$$m.mar: run make pull (or make archive) first" >&2; exit 2; }; done
 	$(start-torchserve)
 
+# The Open Inference Protocol (KServe v2, REST + gRPC) on KServe's model server, beside or instead of
+# TorchServe (docs/oip.md). KServe pins protobuf<7, pandas<3 and psutil<6, so it runs from its own
+# venv; it serves the archives `make serve` builds, with the same ModelService and settings.
+OIP_HTTP_PORT ?= 8085
+OIP_GRPC_PORT ?= 8086
+$(OIP_VENV)/.installed: requirements-oip.txt
+	test -x $(OIP_VENV)/bin/python || $(PYTHON_SYS) -m venv $(OIP_VENV)
+	$(OIP_VENV)/bin/python -m pip install --quiet -r requirements-oip.txt
+	touch $@
+
+serve-oip: archive $(OIP_VENV)/.installed ## Serve model_store/ over the Open Inference Protocol (KServe): REST :8085, gRPC :8086, token in oip_token
+	mkdir -p logs
+	$(OIP_VENV)/bin/python -m oip --http-port $(OIP_HTTP_PORT) --grpc-port $(OIP_GRPC_PORT) --token-file oip_token \
+		$(foreach m,$(MODELS),$(STORE)/$(m).mar) </dev/null >logs/oip.out 2>&1 & echo $$! >logs/oip.pid
+	$(PY) -m oip.wait_ready http://127.0.0.1:$(OIP_HTTP_PORT) $(MODELS) \
+		|| { echo "--- logs/oip.out, last lines:" >&2; tail -n 30 logs/oip.out >&2; exit 1; }
+
+stop-oip: ## Stop the server `make serve-oip` started
+	-test -f logs/oip.pid && kill $$(cat logs/oip.pid) && rm -f logs/oip.pid
+
 metrics: ## Show the custom handler metrics of the local TorchServe (docs/observability.md)
 	@out=$$(curl -sf http://127.0.0.1:8082/metrics) \
 		|| { echo "no metrics at http://127.0.0.1:8082/metrics: is TorchServe running (make serve)?" >&2; exit 1; }; \
@@ -180,7 +202,7 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 # The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
 # artifacts/ holds every model, as after `make serve`, and then needs that server.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
-test: $(STAMP) haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
+test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x tests/unit
 	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
 	$(PY) -m pytest -q tests/integration
