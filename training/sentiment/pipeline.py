@@ -34,7 +34,13 @@ from training.sentiment.export import (
     verify_exports,
 )
 from training.sentiment.model import build_model, load_tokenizer
-from training.sentiment.quantize import INT8_FILE, Int8Gate, gated_int8_export
+from training.sentiment.quantize import (
+    INT8_FILE,
+    Int8Gate,
+    gated_int8_export,
+    int8_skipped_because,
+    skipped_int8,
+)
 from training.sentiment.train import fine_tune
 
 HEAD_FILE = "head.npz"
@@ -150,16 +156,20 @@ def run(
             val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
         )
         metrics["quality_floors"] = check_floors("sentiment", metrics, cfg.floors)
-    int8 = gated_int8_export(
-        out,
-        rows(test.text),
-        test,
-        test_pred.logits,
-        metrics["temperature"],
-        cfg.threads,
-        Int8Gate(max_ece=cfg.int8_max_ece),
-        cfg.progress,
-    )
+    skip_int8 = int8_skipped_because(cfg.int8)
+    if skip_int8:
+        int8 = skipped_int8(out, skip_int8)
+    else:
+        int8 = gated_int8_export(
+            out,
+            rows(test.text),
+            test,
+            test_pred.logits,
+            metrics["temperature"],
+            cfg.threads,
+            Int8Gate(max_ece=cfg.int8_max_ece),
+            cfg.progress,
+        )
     metrics |= {
         "config": cfg.name,
         "train_size": len(train),
