@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -14,7 +15,7 @@ from training.common.floors import check_floors, staged_export
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
-from training.common.trainer import TrainerOptions, resolved_accelerator
+from training.common.trainer import TrainerOptions, precision_for, resolved_accelerator
 from training.sentiment.config import SentimentConfig
 from training.sentiment.data import LABELS, load_splits
 from training.sentiment.encoding import token_rows
@@ -65,6 +66,23 @@ def training_rows(tokenizer, texts, cfg: SentimentConfig) -> list[list[int]]:
     return token_rows(tokenizer, texts, length, head)
 
 
+def fitted_to(
+    cfg: SentimentConfig, opts: TrainerOptions | None = None, flags: set[str] | None = None
+) -> SentimentConfig:
+    """The config as this machine fine-tunes it: `cpu_fp32_train_size` reviews instead of
+    `train_size` on a CPU that both trains in float32 (no native bf16, or `--precision 32-true`)
+    and builds no int8 export (no int8 dot products: `int8`), i.e. the AVX2 class; a CPU with int8
+    dot products keeps `train_size`, whose int8 passes its gate. The result names the size it
+    trains on, so MLflow's params and metrics.json say what ran. `flags`: the CPU's (default: this
+    machine's)."""
+    opts = opts or TrainerOptions()
+    if cfg.cpu_fp32_train_size is None or resolved_accelerator(opts.accelerator) != "cpu":
+        return cfg
+    if precision_for(opts, cfg.cpu_bf16) != "32-true" or not int8_skipped_because(cfg.int8, flags):
+        return cfg
+    return replace(cfg, train_size=cfg.cpu_fp32_train_size, cpu_fp32_train_size=None)
+
+
 def handler_export(
     cfg: SentimentConfig, temperature: float, pad_token_id: int, feature_dim: int
 ) -> SentimentExport:
@@ -103,6 +121,8 @@ def run(
     # must not outlive a run whose model missed the quality floors.
     for name in ("manifest.json", *EXPORT_FILES, INT8_FILE):
         (out / name).unlink(missing_ok=True)
+    opts = opts or TrainerOptions()
+    cfg = fitted_to(cfg, opts)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
 
@@ -122,7 +142,6 @@ def run(
         return token_rows(tokenizer, texts, cfg.max_length, cfg.head_tokens)
 
     model = build_model(cfg)
-    opts = opts or TrainerOptions()
     logger = tracking.logger() if tracking else None
     history = fine_tune(
         model, training_rows(tokenizer, train.text, cfg), train.label, cfg, pad, opts, out, logger
