@@ -196,16 +196,21 @@ class RequestError(Exception):
 
     kind = "bad_request"
     status = 400
-    """From the catalogue: `KINDS[kind].status`."""
+    """From the catalogue: `KINDS[kind].status` (a subclass may name another status its kind is
+    answered with, e.g. an adapter's own 413 `too_large`)."""
     retry_after_s: int | None = None
     """From the catalogue: sent as the Retry-After header on refusals the client should retry."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         entry = KINDS[cls.kind]  # a kind not in the catalogue fails at import
-        if entry.by != "handler":
-            raise TypeError(f"{cls.kind} is answered by the {entry.by}, not by a handler")
-        cls.status, cls.retry_after_s = entry.status, entry.retry_after_s
+        own = cls.__dict__
+        if "status" in own and cls.status not in entry.statuses:
+            raise TypeError(f"{cls.kind} is answered with {entry.statuses}, not {cls.status}")
+        if "status" not in own:
+            cls.status = entry.status
+        if "retry_after_s" not in own:
+            cls.retry_after_s = entry.retry_after_s
 
     def __init__(self, reason: str):
         if len(reason) > MAX_REASON_CHARS:
@@ -308,13 +313,14 @@ class ArchiveError(Exception):
 
 
 def error_kinds() -> dict[str, type[RequestError]]:
-    """Every kind a handler raises → its RequestError class (the catalogue's "handler" kinds). Every
-    class is defined in this module, so importing it is enough to know them all."""
+    """Every kind a handler raises → its RequestError class (the catalogue's "handler" kinds, whose
+    classes are all defined in this module: importing it is enough to know them)."""
     found: dict[str, type[RequestError]] = {}
     todo: list[type[RequestError]] = [RequestError]
     while todo:
         cls = todo.pop()
-        found.setdefault(cls.kind, cls)
+        if cls.__module__ == __name__ and KINDS[cls.kind].by == "handler":
+            found.setdefault(cls.kind, cls)
         todo += cls.__subclasses__()
     return found
 

@@ -84,7 +84,10 @@ def resolve_runtime(
     if device != "cpu":
         return "onnx", f"fp32 on {device}: the int8 export is a CPU runtime"
     if not (Path(model_dir) / RUNTIME_FILES["onnx-int8"]).is_file():
-        return "onnx", "fp32: the archive has no int8 export (refused by its gate at export)"
+        return "onnx", (
+            "fp32: the archive has no int8 export (refused by its gate at "
+            "export, or not built on a CPU without int8 dot products)"
+        )
     have = cpu_info()[1] if flags is None else flags
     dot = sorted(have.intersection(INT8_DOT_FLAGS))
     if not dot:

@@ -127,10 +127,17 @@ def test_handler_errors_take_status_and_retry_from_the_catalogue():
         assert KINDS[kind].by == "handler"
         assert (cls.status, cls.retry_after_s) == (KINDS[kind].status, KINDS[kind].retry_after_s)
     assert errors.Overloaded.retry_after_s == 1 and errors.StaleState.status == 409
-    with pytest.raises(TypeError):  # a handler error cannot borrow a door kind
+    with pytest.raises(TypeError):  # nor a status its kind is not answered with
 
         class _Wrong(errors.RequestError):
             kind = "unauthorized"
+            status = 400
+
+    class _AdaptersOwn(errors.RequestError):  # an adapter's own door: a status of its kind
+        kind = "too_large"
+        status = 413
+
+    assert _AdaptersOwn.status == 413 and error_kinds()["too_large"] is errors.TooLarge
 
     with pytest.raises(KeyError):  # nor a kind the catalogue does not have
 

@@ -11,7 +11,7 @@ import pytest
 
 from deploy.archive import stage_archive
 from handlers.sentiment.predict import SentimentPredictor
-from training.sentiment.config import TINY
+from training.sentiment.config import DEFAULT, TINY
 from training.sentiment.data import load_splits
 from training.sentiment.encoding import token_rows
 from training.sentiment.evaluate import onnx_predict
@@ -21,7 +21,9 @@ from training.sentiment.quantize import (
     Int8Gate,
     gated_int8_export,
     head_nodes,
+    int8_skipped_because,
     judge,
+    skipped_int8,
 )
 
 
@@ -150,3 +152,30 @@ def test_the_evaluation_runs_model_onnx_alone_in_row_order_on_any_number_of_work
         logits, features = scripted(ids, torch.ones_like(ids))
         np.testing.assert_allclose(one.logits[i], logits[0].detach().numpy(), atol=1e-4)
         np.testing.assert_allclose(one.features[i], features[0].detach().numpy(), atol=1e-4)
+
+
+AVX2 = {"avx2", "fma", "sse4_2"}
+VNNI = AVX2 | {"avx512f", "avx512_vnni"}
+
+
+def test_the_default_builds_int8_only_where_auto_serves_it():
+    """int8 costs the first run minutes on a CPU where `runtime: auto` would never serve it."""
+    assert DEFAULT.int8 == "where-served"
+    assert int8_skipped_because(DEFAULT.int8, VNNI) is None
+    assert int8_skipped_because(DEFAULT.int8, AVX2 | {"avx_vnni"}) is None
+    why = int8_skipped_because(DEFAULT.int8, AVX2)
+    assert why and "int8 dot-product" in why and "training.sentiment.quantize" in why
+
+
+def test_always_builds_int8_on_any_cpu_and_the_tests_config_asks_for_it():
+    assert TINY.int8 == "always"
+    assert int8_skipped_because("always", AVX2) is None
+    with pytest.raises(ValueError, match="int8 policy"):
+        int8_skipped_because("sometimes", VNNI)
+
+
+def test_a_skipped_int8_removes_a_stale_one_and_says_why(tmp_path):
+    (tmp_path / INT8_FILE).write_bytes(b"an int8 of an earlier model")
+    report = skipped_int8(tmp_path, "no dot products")
+    assert not (tmp_path / INT8_FILE).exists()
+    assert report["written"] is False and report["skipped_because"] == "no dot products"

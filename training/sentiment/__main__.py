@@ -12,7 +12,7 @@ from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
 from training.common.trainer import add_trainer_args, trainer_options
 from training.sentiment.config import CONFIGS
-from training.sentiment.pipeline import run
+from training.sentiment.pipeline import fitted_to, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-track", action="store_true", help="no MLflow run, no registration")
     add_trainer_args(parser)
     args = parser.parse_args(argv)
-    cfg, opts = CONFIGS[args.config], trainer_options(args)
+    opts = trainer_options(args)
+    cfg = fitted_to(CONFIGS[args.config], opts)  # what this machine trains: MLflow's params say so
     try:
         if args.no_track:
             manifest = run(args.out, cfg, opts)

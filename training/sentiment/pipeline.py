@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -14,7 +15,7 @@ from training.common.floors import check_floors, staged_export
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
-from training.common.trainer import TrainerOptions, resolved_accelerator
+from training.common.trainer import TrainerOptions, precision_for, resolved_accelerator
 from training.sentiment.config import SentimentConfig
 from training.sentiment.data import LABELS, load_splits
 from training.sentiment.encoding import token_rows
@@ -34,7 +35,13 @@ from training.sentiment.export import (
     verify_exports,
 )
 from training.sentiment.model import build_model, load_tokenizer
-from training.sentiment.quantize import INT8_FILE, Int8Gate, gated_int8_export
+from training.sentiment.quantize import (
+    INT8_FILE,
+    Int8Gate,
+    gated_int8_export,
+    int8_skipped_because,
+    skipped_int8,
+)
 from training.sentiment.train import fine_tune
 
 HEAD_FILE = "head.npz"
@@ -57,6 +64,23 @@ def training_rows(tokenizer, texts, cfg: SentimentConfig) -> list[list[int]]:
     length = min(cfg.train_max_length or cfg.max_length, cfg.max_length)
     head = round(cfg.head_tokens * (length - 2) / (cfg.max_length - 2))
     return token_rows(tokenizer, texts, length, head)
+
+
+def fitted_to(
+    cfg: SentimentConfig, opts: TrainerOptions | None = None, flags: set[str] | None = None
+) -> SentimentConfig:
+    """The config as this machine fine-tunes it: `cpu_fp32_train_size` reviews instead of
+    `train_size` on a CPU that both trains in float32 (no native bf16, or `--precision 32-true`)
+    and builds no int8 export (no int8 dot products: `int8`), i.e. the AVX2 class; a CPU with int8
+    dot products keeps `train_size`, whose int8 passes its gate. The result names the size it
+    trains on, so MLflow's params and metrics.json say what ran. `flags`: the CPU's (default: this
+    machine's)."""
+    opts = opts or TrainerOptions()
+    if cfg.cpu_fp32_train_size is None or resolved_accelerator(opts.accelerator) != "cpu":
+        return cfg
+    if precision_for(opts, cfg.cpu_bf16) != "32-true" or not int8_skipped_because(cfg.int8, flags):
+        return cfg
+    return replace(cfg, train_size=cfg.cpu_fp32_train_size, cpu_fp32_train_size=None)
 
 
 def handler_export(
@@ -97,6 +121,8 @@ def run(
     # must not outlive a run whose model missed the quality floors.
     for name in ("manifest.json", *EXPORT_FILES, INT8_FILE):
         (out / name).unlink(missing_ok=True)
+    opts = opts or TrainerOptions()
+    cfg = fitted_to(cfg, opts)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
 
@@ -116,7 +142,6 @@ def run(
         return token_rows(tokenizer, texts, cfg.max_length, cfg.head_tokens)
 
     model = build_model(cfg)
-    opts = opts or TrainerOptions()
     logger = tracking.logger() if tracking else None
     history = fine_tune(
         model, training_rows(tokenizer, train.text, cfg), train.label, cfg, pad, opts, out, logger
@@ -150,16 +175,20 @@ def run(
             val_pred, validation, test_pred, test, ood_pred, head, cfg.mc_samples
         )
         metrics["quality_floors"] = check_floors("sentiment", metrics, cfg.floors)
-    int8 = gated_int8_export(
-        out,
-        rows(test.text),
-        test,
-        test_pred.logits,
-        metrics["temperature"],
-        cfg.threads,
-        Int8Gate(max_ece=cfg.int8_max_ece),
-        cfg.progress,
-    )
+    skip_int8 = int8_skipped_because(cfg.int8)
+    if skip_int8:
+        int8 = skipped_int8(out, skip_int8)
+    else:
+        int8 = gated_int8_export(
+            out,
+            rows(test.text),
+            test,
+            test_pred.logits,
+            metrics["temperature"],
+            cfg.threads,
+            Int8Gate(max_ece=cfg.int8_max_ece),
+            cfg.progress,
+        )
     metrics |= {
         "config": cfg.name,
         "train_size": len(train),

@@ -109,6 +109,33 @@ def judge(fp32: dict, int8: dict, gate: Int8Gate) -> list[str]:
     return reasons
 
 
+INT8_POLICIES = ("where-served", "always")
+
+
+def int8_skipped_because(policy: str, flags: set[str] | None = None) -> str | None:
+    """Why this CPU builds no int8 export under `policy` (SentimentConfig.int8); None: build it.
+    `flags`: the CPU's (default: this machine's)."""
+    from handlers.runtime import INT8_DOT_FLAGS, cpu_info
+
+    if policy not in INT8_POLICIES:
+        raise ValueError(f"int8 policy {policy!r}: one of {', '.join(INT8_POLICIES)}")
+    have = cpu_info()[1] if flags is None else flags
+    if policy == "always" or have.intersection(INT8_DOT_FLAGS):
+        return None
+    return (
+        f"not built on this CPU: it has no int8 dot-product instructions "
+        f"({', '.join(INT8_DOT_FLAGS)}), so `runtime: auto` serves fp32 here; "
+        f"`python -m training.sentiment.quantize --artifacts <dir>` adds a gated int8 export"
+    )
+
+
+def skipped_int8(out_dir: str | Path, reason: str) -> dict:
+    """The report of an int8 export that was not built (a stale one is removed)."""
+    out = Path(out_dir)
+    (out / INT8_FILE).unlink(missing_ok=True)
+    return {"written": False, "file": INT8_FILE, "skipped_because": reason, "refused_because": []}
+
+
 def gated_int8_export(
     out_dir: str | Path,
     test_rows: Sequence[list[int]],

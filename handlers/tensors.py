@@ -1,0 +1,124 @@
+"""The tensor view of a model's contract, for tensor protocols (the Open Inference Protocol,
+oip/): the types each model's handlers/<name>/oip.py declares its tensors with, and the helpers
+they share. Runtime-neutral: no server is imported here.
+
+A model's tensor contract is four functions of its settings (oip/contract.py reads them):
+
+    inputs(settings) -> tuple[Tensor, ...]
+    outputs(settings) -> tuple[Tensor, ...]
+    native(tensors: dict[str, np.ndarray], parameters: dict, settings) -> Native
+    answer(reply: Reply, settings) -> list[Output]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from handlers.errors import BadEncoding, BadField
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One input or output tensor as the model's metadata names it."""
+
+    name: str
+    datatype: str
+    """The datatype metadata lists (OIP names: BYTES, FP32, FP64, INT64, BOOL, UINT8...)."""
+    shape: tuple[int, ...]
+    """-1 for a dimension of any size."""
+    accepts: tuple[str, ...] = ()
+    """Other datatypes an input also takes (digits' grids: UINT8 beside FP32)."""
+    optional: bool = False
+    """An input a request may leave out, or an output only some answers carry."""
+
+    def metadata(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class Native:
+    """A model's own request built from tensors: what a TorchServe client would have sent."""
+
+    body: bytes | str | dict | list | None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    parts: Mapping[str, Any] = field(default_factory=dict)
+    """Named parts beside the body (as gRPC inputs are in TorchServe's row)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output tensor of an answer."""
+
+    name: str
+    datatype: str
+    data: np.ndarray
+
+
+def flag(parameters: Mapping[str, Any], name: str) -> bool:
+    """A boolean parameter: true/false, or the strings "true"/"false"; absent is false."""
+    value = parameters.get(name)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise BadField(f"parameter {name!r} must be true or false, not {value!r}")
+
+
+def texts(array: np.ndarray, name: str) -> list[str]:
+    """A BYTES tensor's elements as UTF-8 text."""
+    out = []
+    for i, item in enumerate(array.reshape(-1)):
+        raw = item if isinstance(item, bytes | bytearray) else str(item).encode()
+        try:
+            out.append(bytes(raw).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise BadEncoding(f"{name}[{i}] is not valid UTF-8") from None
+    return out
+
+
+def json_body(value: Any) -> bytes:
+    """A model's JSON request body, as the bytes a client sends."""
+    return json.dumps(value).encode()
+
+
+UNCERTAINTY = ("entropy", "mutual_information", "std")
+"""The uncertainty figures a classification answer carries per prediction."""
+
+
+def classification_outputs(labels: Sequence[str]) -> tuple[Tensor, ...]:
+    """The outputs of a classifier whose JSON answer rows are {"label", "probabilities" {label: p},
+    "uncertainty" {...}}: one row per input element."""
+    return (
+        Tensor("label", "BYTES", (-1,)),
+        Tensor("probabilities", "FP64", (-1, len(labels))),
+        *(Tensor(name, "FP64", (-1,)) for name in UNCERTAINTY),
+    )
+
+
+def classification_answer(rows: list[dict], labels: Sequence[str]) -> list[Output]:
+    """JSON answer rows → the tensors of `classification_outputs` (values exactly as answered)."""
+    return [
+        Output("label", "BYTES", np.array([r["label"].encode() for r in rows], dtype=object)),
+        Output(
+            "probabilities",
+            "FP64",
+            np.array(
+                [[r["probabilities"][lab] for lab in labels] for r in rows], np.float64
+            ).reshape(len(rows), len(labels)),
+        ),
+        *(
+            Output(name, "FP64", np.array([r["uncertainty"][name] for r in rows], np.float64))
+            for name in UNCERTAINTY
+        ),
+    ]
+
+
+def answer_rows(body: str | bytes) -> list[dict]:
+    """A JSON answer body → its rows (a one-object answer is one row)."""
+    parsed = json.loads(body)
+    return parsed if isinstance(parsed, list) else [parsed]

@@ -1,0 +1,5 @@
+import sys
+
+from oip.server import main
+
+sys.exit(main())

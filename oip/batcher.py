@@ -1,0 +1,121 @@
+"""Many clients' requests → the model's batched call, as TorchServe batches them.
+
+Each model has `workers` threads, each with its own `ModelService` (its own runtime session and
+core slots, as TorchServe's worker processes have). A worker takes the first waiting request,
+then whatever else is queued, up to `batch_size`, waiting at most `max_delay_s` for more (the
+archive's batchSize and maxBatchDelay), and answers the whole batch with one `handle_batch`. At most
+`queue_size` requests wait (the archive's jobQueueSize): the next is refused at once with 503
+`overloaded`, as TorchServe refuses a full queue. Runtimes release the GIL while they compute, so
+the event loop keeps reading requests meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from handlers.codec import Reply
+from handlers.errors import InternalError, Overloaded, RequestError
+from handlers.service import ModelService, Request
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Job:
+    request: Request
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+
+
+class Batcher:
+    def __init__(
+        self,
+        services: Sequence[ModelService],
+        batch_size: int = 1,
+        max_delay_s: float = 0.0,
+        queue_size: int = 100,
+    ):
+        if not services:
+            raise ValueError("a batcher needs at least one worker")
+        self.batch_size = max(1, int(batch_size))
+        self.max_delay_s = max(0.0, float(max_delay_s))
+        self.queue_size = max(1, int(queue_size))
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._waiting = 0
+        self._lock = threading.Lock()
+        self.batches: list[int] = []
+        """Sizes of the last batches run (the tests read them; bounded)."""
+        self._threads = [
+            threading.Thread(
+                target=self._work, args=(s,), name=f"oip-{s.model.name}-{i}", daemon=True
+            )
+            for i, s in enumerate(services)
+        ]
+        for t in self._threads:
+            t.start()
+
+    async def submit(self, request: Request) -> Reply | RequestError:
+        """The request's own reply or refusal (never raises for the request's sake)."""
+        with self._lock:
+            if self._waiting >= self.queue_size:
+                return Overloaded(
+                    f"{self.queue_size} requests are already waiting for this model; retry later"
+                )
+            self._waiting += 1
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+        self._jobs.put(_Job(request, future, loop))
+        return await future
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+
+    def _take(self) -> list[_Job] | None:
+        first = self._jobs.get()
+        if first is None:
+            return None
+        jobs = [first]
+        deadline = time.monotonic() + self.max_delay_s
+        while len(jobs) < self.batch_size:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    job = self._jobs.get(timeout=left)
+                except queue.Empty:
+                    break
+            if job is None:  # stopping: let another worker see it too
+                self._jobs.put(None)
+                break
+            jobs.append(job)
+        with self._lock:
+            self._waiting -= len(jobs)
+        return jobs
+
+    def _work(self, service: ModelService) -> None:
+        while (jobs := self._take()) is not None:
+            results: list[Any]
+            try:
+                results = service.handle_batch([j.request for j in jobs])
+            except Exception:  # handle_batch answers per request; this is a bug, not an input
+                log.exception("batch of %d failed", len(jobs))
+                results = [InternalError(j.request.id) for j in jobs]
+            self.batches = [*self.batches[-999:], len(jobs)]
+            for job, result in zip(jobs, results, strict=True):
+                job.loop.call_soon_threadsafe(_settle, job.future, result)
+
+
+def _settle(future: asyncio.Future, result: Any) -> None:
+    if not future.done():  # the client may have gone away (its task cancelled)
+        future.set_result(result)

@@ -1,0 +1,511 @@
+"""Every registered model over the Open Inference Protocol, REST and gRPC, on KServe's model server.
+
+    python -m oip [--http-port 8085] [--grpc-port 8086] [--token-file PATH | --no-auth] \
+        model_store/sentiment.mar model_store/frequency.mar ...   (or NAME=ARTIFACT_DIR)
+
+Each archive (or artifact dir) is loaded as TorchServe would load it: its model-config.yaml gives
+the serving settings (`handler:`), the batch size and delay, the workers and the queue size
+(oip/batcher.py). A request's tensors become the model's own request (oip/contract.py) and its
+answer comes from the same `ModelService` TorchServe runs.
+
+Per-request status: a refused request raises `Refused`, which answers REST with the model's own
+status and `{"error", "kind"}` body (Retry-After on 503), and gRPC with its own status code and
+the same JSON as details; its batch neighbours are answered.
+
+Auth: inference needs `Authorization: Bearer <token>` (gRPC: `authorization` metadata), the
+token read from --token-file, which is written (0600, random) when it does not exist; health and
+metadata routes are open, as a generic client reads them first. --no-auth is for a pod whose door
+authenticates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hmac
+import json
+import logging
+import re
+import secrets
+import sys
+import tempfile
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from handlers.errors import BadField, RequestError
+from handlers.manifest import read_manifest
+from handlers.service import ModelService, serving_config
+from handlers.tensors import flag
+from oip.batcher import Batcher
+from oip.contract import (
+    EXPLAIN_PARAMETER,
+    EXPLANATION_OUTPUT,
+    Contract,
+    parameters_of,
+    to_request,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HTTP_PORT = 8085
+DEFAULT_GRPC_PORT = 8086
+
+
+def grpc_code(err: RequestError) -> Any:
+    """The gRPC status of a refusal: the client's input → INVALID_ARGUMENT (a limit it is over →
+    RESOURCE_EXHAUSTED, as gRPC answers a message over its size limit); overloaded (retry) →
+    UNAVAILABLE; a stale stream → FAILED_PRECONDITION; a mode not served → UNIMPLEMENTED; the
+    server's own failure → INTERNAL."""
+    from grpc import StatusCode
+
+    if err.status == 503:
+        return StatusCode.UNAVAILABLE
+    if err.status == 409:
+        return StatusCode.FAILED_PRECONDITION
+    if err.status == 501:
+        return StatusCode.UNIMPLEMENTED
+    if err.status >= 500:
+        return StatusCode.INTERNAL
+    if err.kind == "too_large":
+        return StatusCode.RESOURCE_EXHAUSTED
+    return StatusCode.INVALID_ARGUMENT
+
+
+def error_body(err: RequestError) -> dict[str, Any]:
+    body = err.to_body()
+    if err.retry_after_s is not None:
+        body["retry_after_s"] = err.retry_after_s
+    return body
+
+
+class Unauthorized(RequestError):
+    status = 401
+    kind = "unauthorized"
+
+
+@functools.cache
+def _refused_class() -> type:
+    from grpc import StatusCode
+    from grpc_interceptor.exceptions import GrpcException
+
+    class Refused(GrpcException):
+        """One request's refusal: REST status + JSON body, or gRPC status + the JSON as details."""
+
+        def __init__(self, err: RequestError):
+            code = StatusCode.UNAUTHENTICATED if err.status == 401 else grpc_code(err)
+            super().__init__(json.dumps(error_body(err)), code)
+            self.error = err
+
+    return Refused
+
+
+class Token:
+    def __init__(self, value: str | None):
+        self.value = value
+
+    @classmethod
+    def from_file(cls, path: Path) -> Token:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(24) + "\n")
+        return cls(path.read_text().strip())
+
+    def check(self, headers: dict[str, str] | None) -> None:
+        if self.value is None:
+            return
+        given = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
+        scheme, _, token = (given or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), self.value.encode()
+        ):
+            raise Unauthorized(
+                "missing or wrong token: send 'Authorization: Bearer <token>' (the server's "
+                "--token-file)"
+            )
+
+
+def load(source: str, work: Path) -> tuple[str, Path]:
+    """NAME=PATH or PATH; a .mar is unpacked into `work`. → (served name, model dir)."""
+    name, _, path_text = source.rpartition("=") if "=" in source else ("", "", source)
+    path = Path(path_text)
+    if path.suffix == ".mar":
+        name = name or path.stem
+        target = work / name
+        with zipfile.ZipFile(path) as archive:
+            archive.extractall(target)
+        path = target
+    if not name:
+        name = str(read_manifest(path).get("model", path.name))
+    return name, path
+
+
+def archive_config(model_dir: Path) -> dict[str, Any]:
+    """The model-config.yaml's TorchServe keys (batchSize, maxBatchDelay, minWorkers, jobQueueSize)."""
+    import yaml
+
+    path = model_dir / "model-config.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def build_model(name: str, model_dir: Path, token: Token) -> Any:
+    import kserve
+    from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
+
+    Refused = _refused_class()
+    ts = archive_config(model_dir)
+    workers = int(ts.get("minWorkers") or 1)
+    services = [
+        ModelService.from_dir(model_dir, name=name, config=serving_config(model_dir))
+        for _ in range(workers)
+    ]
+    contract = Contract(str(read_manifest(model_dir).get("model", name)), services[0].settings)
+    batcher = Batcher(
+        services,
+        batch_size=int(ts.get("batchSize") or 1),
+        max_delay_s=float(ts.get("maxBatchDelay") or 0) / 1000.0,
+        queue_size=int(ts.get("jobQueueSize") or 100),
+    )
+    version = str(getattr(services[0].settings, "version", "") or "")
+
+    class ServedModel(kserve.Model):
+        def __init__(self) -> None:
+            super().__init__(name)
+            self.contract = contract
+            self.batcher = batcher
+            self.ready = True
+
+        def load(self) -> bool:
+            return True
+
+        def get_input_types(self) -> list[dict]:
+            return [t.metadata() for t in contract.inputs]
+
+        def get_output_types(self) -> list[dict]:
+            return [t.metadata() for t in contract.outputs]
+
+        async def predict(
+            self,
+            payload: InferRequest,
+            headers: dict[str, str] | None = None,
+            response_headers: dict[str, str] | None = None,
+        ) -> InferResponse:
+            request_id = payload.id or str(uuid.uuid4())
+            try:
+                token.check(headers)
+                if not isinstance(payload, InferRequest):  # a v1 body
+                    raise BadField(f"this server speaks v2: POST /v2/models/{name}/infer")
+                wanted = {o.name: o for o in payload.request_outputs or []}
+                unknown = sorted(
+                    set(wanted) - {t.name for t in contract.outputs} - {EXPLANATION_OUTPUT}
+                )
+                if unknown:
+                    raise BadField(f"unknown output {', '.join(map(repr, unknown))}")
+                parameters = parameters_of(payload.parameters)
+                explain = flag(parameters, EXPLAIN_PARAMETER)
+                arrays = contract.read_inputs(list(payload.inputs))
+                request = to_request(contract.native(arrays, parameters), request_id, explain)
+            except RequestError as err:
+                raise Refused(err) from None
+            result = await batcher.submit(request)
+            if isinstance(result, RequestError):
+                raise Refused(result)
+            outputs = contract.answer(result, explain)
+            infer_outputs = []
+            for out in outputs:
+                if wanted and out.name not in wanted:
+                    continue
+                binary = payload.use_binary_outputs
+                # REST: an output may ask for binary data; gRPC: raw outputs iff raw inputs.
+                rest = not payload.from_grpc
+                if rest and out.name in wanted and wanted[out.name].binary_data is not None:
+                    binary = bool(wanted[out.name].binary_data)
+                tensor = InferOutput(out.name, list(out.data.shape), out.datatype)
+                tensor.set_data_from_numpy(out.data, binary_data=binary)
+                infer_outputs.append(tensor)
+            return InferResponse(
+                response_id=payload.id or request_id,
+                model_name=name,
+                infer_outputs=infer_outputs,
+                model_version=version or None,
+                use_binary_outputs=payload.use_binary_outputs,
+            )
+
+    return ServedModel()
+
+
+def _rest_refusals(app: Any) -> None:
+    from fastapi.responses import JSONResponse
+
+    Refused = _refused_class()
+
+    async def refused(_: Any, exc: Any) -> JSONResponse:
+        err: RequestError | None = getattr(exc, "error", None)
+        if err is None:  # a gRPC-only exception from elsewhere: KServe's generic answer
+            return JSONResponse({"error": str(exc)}, status_code=500)
+        headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
+        if err.status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        return JSONResponse(error_body(err), status_code=err.status, headers=headers)
+
+    # Starlette finds a handler by the exception's classes: every Refused is one GrpcException.
+    app.add_exception_handler(Refused.__mro__[1], refused)
+
+
+def _keep_binary_inputs() -> None:
+    """KServe 0.21's REST decoder turns every binary BYTES input into UTF-8 text, so an encoded
+    image (or any non-UTF-8 element) is a 500. Replaced by the same reading that keeps each binary
+    input's raw bytes (`InferInput.as_numpy` decodes them as gRPC's are), and a malformed body is
+    the client's 400."""
+    import orjson
+    from kserve.errors import InvalidInput
+    from kserve.protocol.infer_type import InferInput, InferRequest, RequestedOutput
+
+    def from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -> Any:
+        try:
+            head = orjson.loads(req_bytes[:json_length])
+            specs = list(head["inputs"])
+        except (orjson.JSONDecodeError, KeyError, TypeError) as e:
+            raise InvalidInput(f"unrecognised request: {e}") from None
+        start = json_length
+        inputs = []
+        for spec in specs:
+            params = spec.get("parameters") or None
+            item = InferInput(spec["name"], spec["shape"], spec["datatype"], parameters=params)
+            if spec.get("data") is not None:
+                item.data = spec["data"]
+            elif params and isinstance(params.get("binary_data_size"), int):
+                end = start + params["binary_data_size"]
+                if end > len(req_bytes):
+                    raise InvalidInput(f"input {spec['name']!r}: binary_data_size past the body")
+                item._raw_data = req_bytes[start:end]
+                start = end
+            else:
+                raise InvalidInput(f"input {spec['name']!r} has neither data nor binary_data_size")
+            inputs.append(item)
+        outputs = head.get("outputs")
+        return cls(
+            model_name=model_name,
+            request_id=head.get("id"),
+            parameters=head.get("parameters"),
+            infer_inputs=inputs,
+            request_outputs=[
+                RequestedOutput(name=o["name"], parameters=o.get("parameters")) for o in outputs
+            ]
+            if outputs is not None
+            else None,
+        )
+
+    InferRequest.from_bytes = classmethod(from_bytes)  # type: ignore[method-assign,assignment]
+
+
+def _bind(host: str) -> None:
+    """KServe 0.21 binds REST to 0.0.0.0 and gRPC to [::] with no option: both listen on `host`
+    instead (loopback by default, as the project's TorchServe does; a pod passes 0.0.0.0)."""
+    import types
+
+    import grpc
+    import uvicorn
+    from kserve.protocol.grpc import server as grpc_module
+    from kserve.protocol.rest import server as rest_module
+
+    class Config(uvicorn.Config):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["host"] = host
+            super().__init__(*args, **kwargs)
+
+    rest_proxy = types.ModuleType("uvicorn")
+    rest_proxy.__dict__.update(uvicorn.__dict__)
+    rest_proxy.Config = Config  # type: ignore[attr-defined]
+    rest_module.uvicorn = rest_proxy  # type: ignore[attr-defined]
+
+    def server(*args: Any, **kwargs: Any) -> Any:
+        kwargs["interceptors"] = (OnlyTheProtocol(), *kwargs.get("interceptors", ()))
+        made = grpc.aio.server(*args, **kwargs)
+        add = made.add_insecure_port
+        made.add_insecure_port = lambda address: add(f"{host}:{address.rsplit(':', 1)[1]}")
+        return made
+
+    class OnlyTheProtocol(grpc.aio.ServerInterceptor):
+        """The model repository RPCs (load, unload) are not served: a client could unload a model."""
+
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            if details.method.rsplit("/", 1)[-1] in DENIED_RPCS:
+
+                async def deny(request: Any, context: Any) -> None:
+                    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served here")
+
+                return grpc.unary_unary_rpc_method_handler(deny)
+            return await continuation(details)
+
+    grpc_proxy = types.ModuleType("grpc.aio")
+    grpc_proxy.__dict__.update(grpc.aio.__dict__)
+    grpc_proxy.server = server  # type: ignore[attr-defined]
+    grpc_module.aio = grpc_proxy  # type: ignore[attr-defined]
+
+
+class BodyTooLarge(RequestError):
+    status = 413
+    kind = "too_large"
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused with 413 before it is read
+    whole (TorchServe's max_request_size; gRPC's own limit is the same number)."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        seen = 0
+        refused = False
+
+        async def bounded() -> dict:
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message.get("type") == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:  # a body without Content-Length (chunked) that runs over
+                    refused = True
+                    await self._refuse(send)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded(message: dict) -> None:
+            if not refused:  # once refused, the app's own answer (to the disconnect) is dropped
+                await send(message)
+
+        await self.app(scope, bounded, guarded)
+
+    def _error(self) -> RequestError:
+        return BodyTooLarge(f"the request body is over {self.limit} bytes")
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps(error_body(self._error())).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+DENIED_RPCS = {"RepositoryModelLoad", "RepositoryModelUnload"}
+
+ROUTES = re.compile(
+    r"(GET /v2(/health/(live|ready))?"
+    r"|GET /v2/models/[^/]+(/versions/[^/]+)?(/ready)?"
+    r"|POST /v2/models/[^/]+(/versions/[^/]+)?/infer)"
+)
+"""The protocol's health, metadata and inference routes: all REST serves. KServe's app also has
+v1 routes, /metrics, /docs and the model repository (POST .../unload would take a model away)."""
+
+
+class OnlyTheProtocol:
+    """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and not ROUTES.fullmatch(
+            f"{scope.get('method')} {scope.get('path', '').rstrip('/') or '/'}"
+        ):
+            body = json.dumps({"error": "not found", "kind": "not_found"}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+class JsonByDefault:
+    """ASGI middleware: an infer POST with no Content-Type and no binary tensors
+    (Inference-Header-Content-Length) is JSON. tritonclient's HTTP client sends plain JSON
+    requests without a Content-Type, which KServe would otherwise read as binary and refuse."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("method") == "POST":
+            names = {k.lower() for k, _ in scope.get("headers", [])}
+            if b"content-type" not in names and b"inference-header-content-length" not in names:
+                scope = dict(scope)
+                scope["headers"] = [
+                    *scope.get("headers", []),
+                    (b"content-type", b"application/json"),
+                ]
+        await self.app(scope, receive, send)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m oip", description=__doc__.split("\n")[0])
+    p.add_argument("models", nargs="+", help="model_store/<name>.mar, or NAME=ARTIFACT_DIR")
+    p.add_argument("--http-port", type=int, default=DEFAULT_HTTP_PORT)
+    p.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_PORT)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="the address both listen on (a pod: 0.0.0.0)"
+    )
+    auth = p.add_mutually_exclusive_group()
+    auth.add_argument("--token-file", type=Path, default=Path("oip_token"))
+    auth.add_argument("--no-auth", action="store_true", help="no token (a door authenticates)")
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=1 << 20,
+        help="bodies over this are refused (413, gRPC RESOURCE_EXHAUSTED): config.properties' max_request_size",
+    )
+    p.add_argument("--work-dir", type=Path, default=None, help="where archives are unpacked")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # kserve parses sys.argv when imported: it must see only its own options.
+    sys.argv = [
+        sys.argv[0],
+        f"--http_port={args.http_port}",
+        f"--grpc_port={args.grpc_port}",
+        f"--grpc_max_receive_message_length={args.max_request_bytes}",
+    ]
+    import kserve
+    from kserve import model_server
+
+    logging.basicConfig(level=logging.INFO)
+    token = Token(None) if args.no_auth else Token.from_file(args.token_file)
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="oip-models-"))
+    models = [build_model(name, path, token) for name, path in (load(m, work) for m in args.models)]
+    _rest_refusals(model_server.app)
+    _keep_binary_inputs()
+    _bind(args.host)
+    model_server.app.add_middleware(JsonByDefault)
+    model_server.app.add_middleware(BodyLimit, limit=args.max_request_bytes)
+    model_server.app.add_middleware(OnlyTheProtocol)
+    kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port).start(models)
+    return 0

@@ -1,0 +1,126 @@
+"""python -m scoring MODEL --input FILE|DIR|s3://... --output DIR [--from SOURCE] [--id COLUMN]
+[--workers N] [--cpus N] [--address RAY] : score a corpus offline (docs/scoring.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from scoring.errors import ScoringError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scoring", description=__doc__)
+    p.add_argument("model", help="a registered model name (python -m handlers.registry names)")
+    p.add_argument(
+        "--input",
+        required=True,
+        action="append",
+        help="a JSONL, CSV or Parquet file, a folder of them, or s3://bucket/key|prefix/; repeatable",
+    )
+    p.add_argument("--output", required=True, type=Path, help="folder of Parquet parts (resumable)")
+    p.add_argument(
+        "--from",
+        dest="source",
+        default=None,
+        help="artifact folder, .mar or models:/NAME/VERSION|ALIAS (default artifacts/MODEL)",
+    )
+    p.add_argument(
+        "--id", dest="id_column", default="id", help="the input's id column (default id)"
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, help="Ray actors, each with the model (default: 1)"
+    )
+    p.add_argument(
+        "--cpus",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="cores for local Ray (default: all of this machine's)",
+    )
+    p.add_argument("--address", default=None, help="a Ray cluster's address (default: local Ray)")
+    p.add_argument(
+        "--partition-mb",
+        type=float,
+        default=32,
+        help="JSONL/CSV partition size in MiB (Parquet: one partition per row group)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: only on a terminal)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ScoringError as err:
+        print(f"scoring: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # why: the command ends in one line, whatever failed under it
+        from deploy.s3 import StoreError
+
+        kind = "" if isinstance(err, StoreError) else f"{type(err).__name__}: "
+        first = (str(err).strip().splitlines() or [""])[0]
+        print(f"scoring: failed: {kind}{first}", file=sys.stderr)
+        return 1
+
+
+def _run(args) -> int:
+    from scoring import inputs, job
+    from scoring.model import resolve
+
+    if args.workers is not None and args.workers < 1 or args.cpus < 1:
+        raise ScoringError("--workers and --cpus must be at least 1")
+    workers = args.workers or 1
+    output: Path = args.output
+    from handlers import registry
+
+    if args.model not in registry.names():
+        raise ScoringError(
+            f"no registered model {args.model!r}; known: {', '.join(registry.names())}"
+        )
+    with tempfile.TemporaryDirectory(prefix="scoring-") as work:
+        files: list[Path] = []
+        labels: dict[str, str] = {}  # local path → what the plan names (an S3 copy: its URI)
+        for source in args.input:  # the input is checked before any model is loaded
+            if source.startswith("s3://"):
+                fetched = inputs.fetch_s3(source, Path(work) / "inputs")
+                for f in fetched:
+                    labels[str(f)] = "s3://" + f.relative_to(Path(work) / "inputs").as_posix()
+                files += fetched
+            else:
+                files += inputs.local_files(source)
+        parts = inputs.plan(files, args.id_column, max(1, int(args.partition_mb * (1 << 20))))
+        if not parts:
+            raise ScoringError("the input has no rows")
+        model = resolve(args.model, args.source, Path(work))
+        plan_doc = {
+            "model": model.name,
+            "sha256": model.sha256,
+            "id": args.id_column,
+            "inputs": [{"path": _label(f, labels), "size": f.stat().st_size} for f in files],
+            "partitions": [p.to_dict() | {"path": _label(Path(p.path), labels)} for p in parts],
+        }
+        job.prepare_output(output, plan_doc)
+        report = job.run(model, parts, output.resolve(), args.id_column, workers, args.cpus,
+                         args.address, args.progress)  # fmt: skip
+    print(report.line())
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
+    return 0
+
+
+def _label(path: Path, labels: dict[str, str]) -> str:
+    return labels.get(str(path), str(path.resolve()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

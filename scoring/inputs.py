@@ -1,0 +1,202 @@
+"""The corpus: which files, cut into which partitions, and how one partition is read.
+
+Inputs are JSONL (`.jsonl`, `.json`), CSV (`.csv`) or Parquet (`.parquet`, `.pq`) files, a folder
+of them, or the same on S3 (`s3://bucket/key` or `s3://bucket/prefix/`: fetched through the
+project's S3 layer, deploy/s3, and checked against the sha256 an object's metadata promises).
+
+A partition is a Parquet row group, or a newline-aligned byte range of a JSONL/CSV file (CSV fields
+with embedded newlines are not supported): the plan depends on the files only, so a re-run cuts the
+same partitions and skips those already written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from scoring.errors import ScoringError
+
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+           ".parquet": "parquet", ".pq": "parquet"}  # fmt: skip
+PARTITION_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class Partition:
+    index: int
+    path: str
+    fmt: str
+    start: int
+    """Parquet: the row group; JSONL/CSV: the first byte."""
+    stop: int
+    """Parquet: start + 1; JSONL/CSV: the byte after the last."""
+
+    @property
+    def name(self) -> str:
+        return f"part-{self.index:05d}.parquet"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def input_format(path: Path) -> str:
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ScoringError(f"{path}: not a JSONL, CSV or Parquet file (by its suffix)")
+    return fmt
+
+
+def local_files(source: str) -> list[Path]:
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS)
+        if not files:
+            raise ScoringError(f"{source}: no JSONL, CSV or Parquet file in this folder")
+        return files
+    if not path.is_file():
+        raise ScoringError(f"{source}: no such file or folder")
+    input_format(path)
+    return [path]
+
+
+def fetch_s3(uri: str, dest: Path) -> list[Path]:
+    """s3://bucket/key (or a prefix) → local copies under `dest`, each verified against the sha256
+    its metadata names (the project's publish convention), written to a temp name then renamed."""
+    import os
+
+    from deploy.s3 import IntegrityError, StoreSettings
+    from deploy.s3.objects import store_errors
+    from handlers.manifest import sha256_file
+
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    if not bucket or not key:
+        raise ScoringError(f"{uri}: want s3://bucket/key or s3://bucket/prefix/")
+    settings = StoreSettings()
+    client = settings.client()
+    files: list[Path] = []
+    with store_errors(bucket):
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+        keys = sorted(
+            o["Key"]
+            for page in pages
+            for o in page.get("Contents", [])
+            if (o["Key"] == key or key.endswith("/")) and Path(o["Key"]).suffix.lower() in FORMATS
+        )
+        if not keys:
+            raise ScoringError(f"{uri}: no such object (nor JSONL, CSV or Parquet under it)")
+        for k in keys:
+            local = dest / bucket / k
+            local.parent.mkdir(parents=True, exist_ok=True)
+            tmp = local.with_name(f".{local.name}.download")
+            client.download_file(bucket, k, str(tmp), Config=settings.transfer())
+            want = client.head_object(Bucket=bucket, Key=k).get("Metadata", {}).get("sha256")
+            if want and sha256_file(tmp) != want:
+                tmp.unlink()
+                raise IntegrityError(
+                    f"s3://{bucket}/{k} does not match the sha256 its metadata names"
+                )
+            os.replace(tmp, local)
+            files.append(local)
+    return files
+
+
+def plan(
+    files: list[Path], id_column: str, partition_bytes: int = PARTITION_BYTES
+) -> list[Partition]:
+    """Every file's partitions, numbered in order; checks each file's id column on the way."""
+    parts: list[Partition] = []
+    for path in files:
+        fmt = input_format(path)
+        columns = _columns(path, fmt)
+        if columns is not None and id_column not in columns:
+            raise ScoringError(
+                f"{path}: no column {id_column!r} (it has {', '.join(columns) or 'none'}); "
+                "name the id column with --id"
+            )
+        for start, stop in _ranges(path, fmt, partition_bytes):
+            parts.append(Partition(len(parts), str(path), fmt, start, stop))
+    return parts
+
+
+def _columns(path: Path, fmt: str) -> list[str] | None:
+    """The file's column names (None for an empty JSONL/CSV)."""
+    try:
+        if fmt == "parquet":
+            return list(pq.ParquetFile(path).schema_arrow.names)
+        with open(path, newline="") as f:
+            first = f.readline()
+        if not first.strip():
+            return None
+        if fmt == "csv":
+            return next(csv.reader([first]))
+        row = json.loads(first)
+    except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as err:
+        raise ScoringError(f"{path}: unreadable {fmt}: {_line(err)}") from None
+    if not isinstance(row, dict):
+        raise ScoringError(f"{path}: line 1 is not a JSON object")
+    return list(row)
+
+
+def _ranges(path: Path, fmt: str, partition_bytes: int) -> list[tuple[int, int]]:
+    if fmt == "parquet":
+        return [(g, g + 1) for g in range(pq.ParquetFile(path).num_row_groups)]
+    size = path.stat().st_size
+    out = []
+    with open(path, "rb") as f:
+        start = 0
+        if fmt == "csv":
+            start = len(f.readline())  # the header is read with every partition
+        while start < size:
+            f.seek(min(size, start + partition_bytes))
+            f.readline()  # to the end of the line the cut falls in
+            stop = min(size, f.tell()) if start + partition_bytes < size else size
+            out.append((start, stop))
+            start = stop
+    return out
+
+
+def read(part: Partition, id_column: str) -> tuple[list[Any], list[dict]]:
+    """One partition's ids and rows (each row's other columns: the request's JSON body). A JSONL
+    line that is not a JSON object keeps its place as a row that is refused (`bad_row`)."""
+    if part.fmt == "parquet":
+        table = pq.ParquetFile(part.path).read_row_group(part.start)
+        rows = table.to_pylist()
+    else:
+        with open(part.path, "rb") as f:
+            f.seek(part.start)
+            data = f.read(part.stop - part.start)
+        if part.fmt == "csv":
+            with open(part.path, newline="") as f:
+                header = next(csv.reader([f.readline()]))
+            rows = [
+                dict(zip(header, r, strict=False)) for r in csv.reader(io.StringIO(data.decode()))
+            ]
+        else:
+            rows = []
+            for line in data.splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as err:
+                    row = {BAD_ROW: f"not JSON: {_line(err)}"}
+                if not isinstance(row, dict):
+                    row = {BAD_ROW: "not a JSON object"}
+                rows.append(row)
+    ids = [r.pop(id_column, None) for r in rows]
+    return ids, rows
+
+
+BAD_ROW = "\x00bad_row"
+"""The key a row that could not be read carries instead of its columns (refused, never scored)."""
+
+
+def _line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]

@@ -1,0 +1,268 @@
+"""The job: partitions → Ray Data `map_batches` over a pool of actors, each loading the model once
+and writing each partition it scores as one Parquet file (temp name, then rename), so a partition
+is either complete or absent and a re-run of the same command scores only what is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scoring.errors import ScoringError
+from scoring.inputs import BAD_ROW, Partition
+from scoring.model import ModelRef
+
+PLAN_FILE = "_plan.json"
+REPORT_FILE = "_report.json"
+
+
+class Scorer:
+    """One Ray actor: the model loaded once (`ModelService`), then each partition it is handed
+    read, answered in batches of the archive's batchSize (handlers/rows.py) and written."""
+
+    def __init__(self, model: dict, id_column: str, output: str):
+        from handlers import registry
+        from handlers.rows import answer_rows, batch_size
+        from handlers.service import ModelService, serving_config
+
+        self.model = ModelRef(**model)
+        config = serving_config(Path(self.model.config_dir))
+        self.service = ModelService.from_dir(self.model.model_dir, config=config)
+        self.batch_size = batch_size(self.model.config_dir)
+        self.id_column = id_column
+        self.output = Path(output)
+        [self.example] = answer_rows(self.service, [registry.get(self.model.name).example()], 1)
+        """The model's own example answer: its fields are the output's columns (scoring/columns.py)."""
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+        out: dict[str, list] = {"index": [], "rows": [], "refused": [], "skipped": []}
+        for i in range(len(batch["index"])):
+            part = Partition(**{k: _item(batch[k][i]) for k in Partition.__dataclass_fields__})
+            rows, refused, skipped = self.score(part)
+            out["index"].append(part.index)
+            out["rows"].append(rows)
+            out["refused"].append(json.dumps(refused))
+            out["skipped"].append(skipped)
+        return out
+
+    def score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from handlers.rows import answer_rows
+        from scoring.columns import answer_schema, to_table
+        from scoring.inputs import read
+
+        final = self.output / part.name
+        if final.exists():  # written by an earlier try of this job: never scored twice
+            done, kinds = _done(final)
+            return done, kinds, True
+        ids, rows = read(part, self.id_column)
+        id_type = _id_type(ids)
+        schema = answer_schema(self.example, pa.field(self.id_column, id_type))
+        answers = _answers(self.service, rows, self.batch_size, ids, answer_rows)
+        table = to_table(ids, answers, schema)
+        tmp = self.output / f".{part.name}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
+        return len(ids), dict(kinds), False
+
+
+def _answers(service, rows: list[dict], batch_size: int, ids: list, answer_rows) -> list[dict]:
+    """Rows that could not be read are refused in place; the others go through the service."""
+    good = [i for i, r in enumerate(rows) if BAD_ROW not in r]
+    answered = answer_rows(service, [rows[i] for i in good], batch_size, [ids[i] for i in good])
+    answers: list[dict] = [
+        {"error": r.get(BAD_ROW), "kind": "bad_row", "status": 400} for r in rows
+    ]
+    for i, a in zip(good, answered, strict=True):
+        answers[i] = a
+    return answers
+
+
+def _id_type(ids: list):
+    import pyarrow as pa
+
+    kind = pa.array(ids).type
+    if pa.types.is_null(kind):
+        return pa.string()
+    return pa.int64() if pa.types.is_integer(kind) else kind
+
+
+def _item(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+@dataclass
+class Report:
+    model: str
+    version: str
+    sha256: str
+    source: str
+    inputs: list[str]
+    output: str
+    partitions: int
+    rows: int = 0
+    scored: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+    skipped_partitions: int = 0
+    workers: int = 1
+    engine_start_s: float = 0.0
+    wall_s: float = 0.0
+    rows_per_s: float = 0.0
+    cpu: str = ""
+
+    def line(self) -> str:
+        refused = ", ".join(f"{k} {v}" for k, v in sorted(self.refused.items())) or "none"
+        return (
+            f"{self.model} {self.version}: {self.rows} rows ({self.scored} scored, refused: "
+            f"{refused}) in {self.partitions} partitions ({self.skipped_partitions} already done), "
+            f"{self.wall_s:.1f} s, {self.rows_per_s:.1f} rows/s with {self.workers} worker(s) "
+            f"on {self.cpu}; engine start {self.engine_start_s:.1f} s"
+        )
+
+
+def prepare_output(output: Path, plan_doc: dict) -> None:
+    """The output folder holds this job's partitions only: a re-run of the same job resumes,
+    another job's folder is refused. Leftover temp files and the report of an earlier run go."""
+    output.mkdir(parents=True, exist_ok=True)
+    plan_path = output / PLAN_FILE
+    if plan_path.is_file():
+        if json.loads(plan_path.read_text()) != plan_doc:
+            raise ScoringError(
+                f"{output}: holds the output of another job (model, inputs or id column differ); "
+                "choose a new --output"
+            )
+    elif any(p.name.startswith("part-") for p in output.iterdir()):
+        raise ScoringError(
+            f"{output}: holds Parquet parts of an unknown job; choose a new --output"
+        )
+    (output / REPORT_FILE).unlink(missing_ok=True)  # only a finished run has a report
+    for tmp in output.glob(".part-*.tmp"):
+        tmp.unlink()
+    tmp_plan = output / f".{PLAN_FILE}.tmp"
+    tmp_plan.write_text(json.dumps(plan_doc, indent=2) + "\n")
+    os.replace(tmp_plan, plan_path)
+
+
+def run(
+    model: ModelRef,
+    parts: list[Partition],
+    output: Path,
+    id_column: str,
+    workers: int,
+    cpus: int,
+    address: str | None = None,
+    progress: bool | None = None,
+) -> Report:
+    import ray
+    from tqdm import tqdm
+
+    from training.common.machine import cpu_summary, describe_cpu
+
+    report = Report(
+        model.name, model.version, model.sha256, model.source,
+        sorted({p.path for p in parts}), str(output), len(parts), workers=workers,
+        cpu=cpu_summary(describe_cpu()),
+    )  # fmt: skip
+    begin = time.perf_counter()
+    started = start_ray(address, cpus)
+    report.engine_start_s = time.perf_counter() - begin
+    try:
+        import logging
+
+        import ray.data
+
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # our own bar and report say it
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        ctx.enable_operator_progress_bars = False
+        todo = [p for p in parts if not (output / p.name).exists()]
+        report.skipped_partitions = len(parts) - len(todo)
+        for p in parts:
+            if p not in todo:
+                rows, kinds = _done(output / p.name)
+                report.rows += rows
+                for kind, n in kinds.items():
+                    report.refused[kind] = report.refused.get(kind, 0) + n
+        if todo:
+            ds = ray.data.from_items([p.to_dict() for p in todo], override_num_blocks=len(todo))
+            cpus_each = max(1, cpus // workers) if not address else 1
+            scored = ds.map_batches(
+                Scorer,
+                fn_constructor_kwargs={
+                    "model": asdict(model),
+                    "id_column": id_column,
+                    "output": str(output),
+                },  # fmt: skip
+                batch_size=1,
+                compute=ray.data.ActorPoolStrategy(size=workers),
+                num_cpus=cpus_each,
+            )  # Ray Data restarts a lost actor and retries its partition on its own
+            bar = tqdm(
+                unit="row", desc=f"scoring {model.name}", dynamic_ncols=True,
+                disable=None if progress is None else not progress,  # None: quiet off a terminal
+            )  # fmt: skip
+            with bar:
+                for row in scored.iter_rows():
+                    report.rows += int(row["rows"])
+                    for kind, n in json.loads(row["refused"]).items():
+                        report.refused[kind] = report.refused.get(kind, 0) + n
+                    bar.update(int(row["rows"]))
+    finally:
+        if started:
+            ray.shutdown()
+    report.wall_s = time.perf_counter() - begin
+    report.scored = report.rows - sum(report.refused.values())
+    report.rows_per_s = report.rows / report.wall_s if report.wall_s else 0.0
+    missing = [p.name for p in parts if not (output / p.name).exists()]
+    if missing:
+        raise ScoringError(f"{len(missing)} partitions were not written ({missing[0]}, ...)")
+    _write_json(output / REPORT_FILE, asdict(report))
+    return report
+
+
+def _done(path: Path) -> tuple[int, dict[str, int]]:
+    """A written partition's rows and refusals by kind (its `error` column only is read)."""
+    import pyarrow.parquet as pq
+
+    errors = pq.read_table(path, columns=["error"]).column("error").to_pylist()
+    kinds = Counter(e["kind"] for e in errors if e is not None)
+    return len(errors), dict(kinds)
+
+
+def start_ray(address: str | None, cpus: int) -> bool:
+    """Local Ray with `cpus` cores and no dashboard, or the cluster at `address`. Nothing is
+    downloaded: no usage stats, no runtime_env packages."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    if ray.is_initialized():
+        return False
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH", "")
+    if root not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, path) if p)
+    import logging
+
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    if address:
+        ray.init(address=address, **quiet)
+    else:
+        ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
+    return True
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)

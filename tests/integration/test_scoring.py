@@ -1,0 +1,278 @@
+"""python -m scoring on local Ray (one Ray start for the module, 2 CPUs) over tiny models: every
+registered model's corpus with per-row errors and one output row per input row, scored == the
+in-process ModelService to the bit and == the running TorchServe, a driver SIGKILLed mid-way and
+re-run (no partition scored twice, none lost), S3 input checked against its sha256."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+from handlers import registry
+from handlers.rows import answer_rows, batch_size
+from handlers.service import ModelService, serving_config
+from scoring.__main__ import main
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_local():
+    """One local Ray for the module's in-process jobs (they reuse it)."""
+    import ray
+
+    from scoring.job import start_ray
+
+    start_ray(None, 2)
+    yield
+    ray.shutdown()
+
+
+def corpus(model: str, n: int = 12) -> tuple[list[dict], dict[int, str]]:
+    """n rows of the model's example, ids 100.., two of them refused (id → the kind wanted)."""
+    example = registry.get(model).example()
+    rows = [{"id": 100 + i} | example for i in range(n)]
+    if model == "sentiment":
+        rows = [{"id": 100 + i, "text": f"A fine film, scene {i}, well acted."} for i in range(n)]
+        bad = {3: ({"text": ""}, "empty_input"), 7: ({"text": "   "}, "empty_input")}
+    elif model == "frequency":
+        bad = {3: ({"signal": []}, "empty_input"), 7: ({"signal": [0.5] * 30000}, "too_large")}
+    else:
+        bad = {3: ({"image": "bm90IGFuIGltYWdl"}, "unsupported_media_type"),
+               7: ({"image": [[1, 2], [3]]}, "bad_field")}  # fmt: skip
+    bad = {i: case for i, case in bad.items() if i < n}
+    for i, (body, _) in bad.items():
+        rows[i] = {"id": 100 + i} | body
+    return rows, {100 + i: kind for i, (_, kind) in bad.items()}
+
+
+def write(rows: list[dict], path: Path) -> Path:
+    if path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=4)
+    elif path.suffix == ".csv":
+        import csv
+
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def as_archived(artifacts: Path) -> tuple[ModelService, int]:
+    """The in-process service over `artifacts` with the model-config.yaml its archive carries."""
+    config_dir = ROOT / "handlers" / "sentiment"
+    return (
+        ModelService.from_dir(artifacts, config=serving_config(config_dir)),
+        batch_size(config_dir),
+    )
+
+
+def scored(out: Path) -> list[dict]:
+    return pads.dataset(out, format="parquet").to_table().to_pylist()
+
+
+@pytest.mark.parametrize(
+    "model, suffix", [("sentiment", ".csv"), ("frequency", ".parquet"), ("digits", ".jsonl")]
+)
+def test_every_model_scores_its_corpus_with_per_row_errors(request, tmp_path, model, suffix):
+    artifacts = request.getfixturevalue(f"{model}_artifacts")
+    rows, refused = corpus(model)
+    src = write(rows, tmp_path / f"in{suffix}")
+    out = tmp_path / "out"
+    argv = [model, "--input", str(src), "--output", str(out), "--from", str(artifacts),
+            "--partition-mb", "0.0002", "--cpus", "2"]  # fmt: skip
+    assert main(argv) == 0
+    got = scored(out)
+    ids = [int(r["id"]) for r in got]
+    assert sorted(ids) == [r["id"] for r in rows]  # exactly one output row per input row
+    for r in got:
+        if int(r["id"]) in refused:
+            assert r["error"]["kind"] == refused[int(r["id"])], r
+        else:
+            assert r["error"] is None and r["model.name"] == model
+    report = json.loads((out / "_report.json").read_text())
+    assert report["rows"] == len(rows) and report["refused"] == {
+        k: list(refused.values()).count(k) for k in set(refused.values())
+    }
+    assert len(list(out.glob("part-*.parquet"))) == report["partitions"] > 1
+    assert (
+        report["sha256"] == hashlib.sha256((artifacts / "manifest.json").read_bytes()).hexdigest()
+    )
+
+
+def test_scored_equals_the_in_process_service_to_the_bit(sentiment_artifacts, tmp_path):
+    rows, _ = corpus("sentiment", 20)
+    src = write(rows, tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    assert main(["sentiment", "--input", str(src), "--output", str(out),
+                 "--from", str(sentiment_artifacts), "--workers", "2"]) == 0  # fmt: skip
+    service, size = as_archived(sentiment_artifacts)
+    bodies = [{"text": r["text"]} for r in rows]
+    want = answer_rows(service, bodies, size)
+    got = {int(r["id"]): r for r in scored(out)}
+    for row, answer in zip(rows, want, strict=True):
+        r = got[row["id"]]
+        if "kind" in answer:
+            assert r["error"]["kind"] == answer["kind"]
+            continue
+        assert r["label"] == answer["label"]
+        for label, p in answer["probabilities"].items():
+            assert r[f"probabilities.{label}"] == p  # to the bit
+        assert r["uncertainty.entropy"] == answer["uncertainty"]["entropy"]
+
+
+def test_scored_equals_served(served, tmp_path):
+    rows, _ = corpus("sentiment", 10)
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    assert main(["sentiment", "--input", str(src), "--output", str(out),
+                 "--from", str(served.archives["sentiment"])]) == 0  # fmt: skip
+    got = {int(r["id"]): r for r in scored(out)}
+    for row in rows:
+        body = {k: v for k, v in row.items() if k != "id"}
+        r = served.post("/predictions/sentiment", json=body)
+        if r.status_code != 200:
+            assert got[row["id"]]["error"]["kind"] == r.json()["kind"]
+            assert got[row["id"]]["error"]["status"] == r.status_code
+            continue
+        answer = r.json()
+        assert got[row["id"]]["label"] == answer["label"]
+        for label, p in answer["probabilities"].items():
+            assert got[row["id"]][f"probabilities.{label}"] == p
+
+
+def test_a_killed_driver_resumes_without_scoring_a_partition_twice(frequency_artifacts, tmp_path):
+    rows, _ = corpus("frequency", 40)
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "scoring", "frequency", "--input", str(src), "--output",
+            str(out), "--from", str(frequency_artifacts), "--partition-mb", "0.0002", "--cpus", "2",
+            "--no-progress"]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(out.glob("part-*.parquet"))) < 3:
+            assert proc.poll() is None, proc.stdout.read().decode()[-2000:] if proc.stdout else ""
+            assert time.monotonic() < deadline, "no partition written in 240 s"
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        with_pg_killed(proc)
+    assert not (out / "_report.json").exists()  # a killed job never looks complete
+    done = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
+    assert 3 <= len(done) < 40
+    again = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    for name, mtime in done.items():  # finished partitions were not written again
+        assert (out / name).stat().st_mtime_ns == mtime
+    got = sorted(int(r["id"]) for r in scored(out))
+    assert got == [r["id"] for r in rows]
+    report = json.loads((out / "_report.json").read_text())
+    assert report["skipped_partitions"] >= len(done) and report["rows"] == 40
+
+
+def with_pg_killed(proc: subprocess.Popen) -> None:
+    """What the killed driver left (its local Ray) goes with its process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_s3_input_is_checked_against_its_sha256(s3_env, s3_bucket, sentiment_artifacts, tmp_path):
+    rows, _ = corpus("sentiment", 4)
+    data = write(rows, tmp_path / "in.jsonl").read_bytes()
+    client = s3_env.client()
+    good = hashlib.sha256(data).hexdigest()
+    client.put_object(Bucket=s3_bucket, Key="c/good.jsonl", Body=data, Metadata={"sha256": good})
+    client.put_object(Bucket=s3_bucket, Key="c/bad.jsonl", Body=data, Metadata={"sha256": "0" * 64})
+    common = ["--from", str(sentiment_artifacts)]
+    out = tmp_path / "good"
+    assert main(["sentiment", "--input", f"s3://{s3_bucket}/c/good.jsonl", "--output", str(out),
+                 *common]) == 0  # fmt: skip
+    assert sorted(int(r["id"]) for r in scored(out)) == [r["id"] for r in rows]
+    bad = tmp_path / "bad"
+    code = main(["sentiment", "--input", f"s3://{s3_bucket}/c/bad.jsonl", "--output", str(bad),
+                 *common])  # fmt: skip
+    assert code != 0 and not bad.exists()
+
+
+def test_a_killed_worker_is_restarted_and_the_job_loses_nothing(frequency_artifacts, tmp_path):
+    import psutil
+
+    rows, _ = corpus("frequency", 30)
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "scoring", "frequency", "--input", str(src), "--output",
+            str(out), "--from", str(frequency_artifacts), "--partition-mb", "0.0002", "--cpus", "2",
+            "--no-progress"]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    killed = []
+    try:
+        deadline = time.monotonic() + 240
+        while not killed:
+            assert proc.poll() is None, "the job ended before a worker could be killed"
+            assert time.monotonic() < deadline, "no scoring actor seen in 240 s"
+            if list(out.glob("part-*.parquet")):
+                for p in psutil.process_iter(["pid", "cmdline"]):
+                    cmd = " ".join(p.info["cmdline"] or [])
+                    with contextlib.suppress(ProcessLookupError):
+                        if "MapWorker" in cmd and os.getsid(p.pid) == proc.pid:
+                            os.kill(p.pid, signal.SIGKILL)
+                            killed.append(p.pid)
+            time.sleep(0.1)
+        _, stderr = proc.communicate(timeout=600)
+    finally:
+        with_pg_killed(proc)
+    assert proc.returncode == 0, stderr[-2000:]
+    got = sorted(int(r["id"]) for r in scored(out))
+    assert got == [r["id"] for r in rows]
+    assert json.loads((out / "_report.json").read_text())["rows"] == 30
+
+
+def test_a_registered_mlflow_version_scores_as_its_artifacts(sentiment_artifacts, tmp_path):
+    import mlflow
+
+    from handlers.manifest import read_manifest
+    from training.registry import register_export
+
+    manifest = read_manifest(sentiment_artifacts)
+    with mlflow.start_run():
+        record = register_export("sentiment", sentiment_artifacts, manifest)
+    rows, refused = corpus("sentiment", 10)
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    assert main(["sentiment", "--input", str(src), "--output", str(out),
+                 "--from", record["model_uri"]]) == 0  # fmt: skip
+    report = json.loads((out / "_report.json").read_text())
+    assert report["version"] == manifest["version"] and report["source"] == record["model_uri"]
+    service, size = as_archived(sentiment_artifacts)
+    want = answer_rows(service, [{"text": r["text"]} for r in rows], size)
+    got = {int(r["id"]): r for r in scored(out)}
+    for row, answer in zip(rows, want, strict=True):
+        if row["id"] in refused:
+            assert got[row["id"]]["error"]["kind"] == refused[row["id"]]
+        else:
+            assert got[row["id"]]["probabilities.positive"] == answer["probabilities"]["positive"]
+    missing = ["sentiment", "--input", str(src), "--output", str(tmp_path / "o2"),
+               "--from", "models:/sentiment/999"]  # fmt: skip
+    assert main(missing) == 2
