@@ -130,9 +130,10 @@ serve-pulled: | $(STAMP) ## Start TorchServe on model_store/ as it is (after `ma
 
 # The Open Inference Protocol (KServe v2, REST + gRPC) on KServe's model server, beside or instead of
 # TorchServe (docs/oip.md). KServe pins protobuf<7, pandas<3 and psutil<6, so it runs from its own
-# venv; it serves the archives `make serve` builds, with the same ModelService and settings.
-OIP_HTTP_PORT ?= 8085
-OIP_GRPC_PORT ?= 8086
+# venv; it serves the archives `make serve` builds, with the same ModelService and settings. Its ports
+# (8095, 8096) stay clear of the local door's (8080, 7070, 8086, 8087).
+OIP_HTTP_PORT ?= 8095
+OIP_GRPC_PORT ?= 8096
 # A layer over .venv: a .pth file puts .venv's packages after its own on sys.path, so torch and the
 # rest come from .venv and only KServe and the releases its caps need are installed here (they win
 # on sys.path; pip leaves .venv's own copies alone). Measured: 2:27 instead of 4:37 for a full venv.
@@ -143,7 +144,7 @@ $(OIP_VENV)/.installed: requirements-oip.txt $(STAMP)
 	$(OIP_VENV)/bin/python -m pip install --quiet -r requirements-oip.txt
 	touch $@
 
-serve-oip: archive $(OIP_VENV)/.installed ## Serve model_store/ over the Open Inference Protocol (KServe): REST :8085, gRPC :8086, token in oip_token
+serve-oip: archive $(OIP_VENV)/.installed ## Serve model_store/ over the Open Inference Protocol (KServe): REST :8095, gRPC :8096, token in oip_token
 	mkdir -p logs
 	$(OIP_VENV)/bin/python -m oip --http-port $(OIP_HTTP_PORT) --grpc-port $(OIP_GRPC_PORT) --token-file oip_token \
 		$(foreach m,$(MODELS),$(STORE)/$(m).mar) </dev/null >logs/oip.out 2>&1 & echo $$! >logs/oip.pid

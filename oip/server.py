@@ -1,6 +1,6 @@
 """Every registered model over the Open Inference Protocol, REST and gRPC, on KServe's model server.
 
-    python -m oip [--http-port 8085] [--grpc-port 8086] [--token-file PATH | --no-auth] \
+    python -m oip [--http-port 8095] [--grpc-port 8096] [--token-file PATH | --no-auth] \
         model_store/sentiment.mar model_store/frequency.mar ...   (or NAME=ARTIFACT_DIR)
 
 Each archive (or artifact dir) is loaded as TorchServe would load it: its model-config.yaml gives
@@ -49,8 +49,8 @@ from oip.contract import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HTTP_PORT = 8085
-DEFAULT_GRPC_PORT = 8086
+DEFAULT_HTTP_PORT = 8095
+DEFAULT_GRPC_PORT = 8096
 
 
 def grpc_code(err: RequestError) -> Any:
