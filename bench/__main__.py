@@ -7,7 +7,7 @@ samples.py `bench_feed` hook, sized by the options its `bench_arguments` hook ad
 `BENCH_BODIES` names float32 is also sent float32 bodies with float32 answers (REST), and for each
 body kind its handler's whole path is timed in-process against the bare model; a model with a
 `stages` hook gets its inference stage taken apart in-process instead. The bare model is each
-model's handlers/<model>/bench.py `batches` hook; a model without one is skipped (said on stderr).
+model's tools/<model>/bench.py `batches` hook; a model without one is skipped (said on stderr).
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
@@ -44,9 +44,9 @@ from bench.metrics import breakdown, scrape
 from bench.report import failures, markdown_table, plot
 from bench.served import paced_load, served_load
 from clients.pipes import run_cli
-from handlers.registry import get, names
 from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import bench_feed
+from tools.registry import get, names
 from training.common.machine import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[1]

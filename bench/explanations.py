@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from handlers.registry import get
 from tests.support.torchserve import start_torchserve
+from tools.registry import get
 
 
 class _Done(Exception):

@@ -41,13 +41,13 @@ import torch
 from torch import nn
 
 from handlers.errors import ArchiveError
-from handlers.registry import MODELS, get
 from handlers.runtime import (
     REQUIRE_GPU_ENV,
     OnnxRuntime,
     TorchScriptRuntime,
     device_from_properties,
 )
+from tools.registry import MODELS, get
 from training.sentiment.masking import additive_mask  # torch only: no training stack needed
 
 IN, OUT = ("input_ids", "attention_mask"), ("logits", "features")
@@ -302,10 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = ModelService(load(art, config, "cpu"))
         gpu = ModelService(load(art, config | {"fp16": fp16}, device))
         bodies = [{"text": t} for t in REVIEWS] + [{"texts": list(REVIEWS)}]
-        requests = [
-            Request(json.dumps(b).encode(), {"body": {"content-type": "application/json"}})
-            for b in bodies
-        ]
+        requests = [Request(json.dumps(b).encode(), media_type="application/json") for b in bodies]
 
         def answers(service: ModelService) -> list[dict]:
             """One answer per text: a {"texts": [...]} request's list is flattened."""

@@ -1,7 +1,7 @@
 """In-process throughput of the bare exported artifact, at the serving batch size and threads.
 
 Requests are turned into model inputs with the handler's own code before the clock starts (each
-model's `batches` hook in handlers/<model>/bench.py, found through the registry): only the runtime
+model's `batches` hook in tools/<model>/bench.py, found through the registry): only the runtime
 call is timed, batch by batch, as a worker would run it.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from handlers import registry
+from tools import registry
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingSha
 
 
 def bench_hook(model: str, attr: str) -> Callable | None:
-    """`attr` of the model's handlers/<model>/bench.py, or None where it has no such module or
+    """`attr` of the model's tools/<model>/bench.py, or None where it has no such module or
     hook: `batches` (the bare runtime call and its feeds: without it the model has no in-process
     figure and bench skips it), `stages` (its inference stage taken apart), `load` (the served
     model the handler-path timing runs; default: its registry `MODEL.load`)."""
@@ -219,9 +219,9 @@ def handler_throughput(
     for p in payloads:
         if body == "float32":
             raw, headers = float32_request(p)
-            rows.append((raw, {"body": {"content-type": headers["Content-Type"]}} | headers))
+            rows.append((raw, headers))
         else:
-            rows.append((json.dumps(p).encode(), {"body": {"content-type": "application/json"}}))
+            rows.append((json.dumps(p).encode(), {"Content-Type": "application/json"}))
 
     def run(batch: list[tuple[bytes, dict]]) -> None:
         # The worker hands the body over as bytes (decode_input_request=false); the service does

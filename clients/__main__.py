@@ -8,8 +8,8 @@
     python -m clients explain MODEL [the model's predict options] [--html F | --png F]
 
 Each registered model adds its own options and builds its own requests (the `cli` module in its
-folder, handlers/<model>/cli.py: `arguments`, `request`, `predict`, `stream_arguments`, `stream`;
-handlers/registry.py); `--help` lists them by model, and each model's cli.py shows its examples.
+folder, tools/<model>/cli.py: `arguments`, `request`, `predict`, `stream_arguments`, `stream`;
+tools/registry.py); `--help` lists them by model, and each model's cli.py shows its examples.
 
 `stream` reads samples (text numbers separated by spaces, commas or newlines, or raw little-endian
 float32 with --input-format f32) from --input or stdin, sends every --chunk samples as one chunk of
@@ -34,7 +34,7 @@ from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
 from clients.pipes import run_cli
 from clients.settings import ClientSettings
-from handlers.registry import MODELS
+from tools.registry import MODELS
 
 
 def cli_hooks(name: str) -> list:
@@ -132,7 +132,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def model_hook(model: str, name: str) -> Any:
     """`name` from the model's cli module, or None (an unknown model, or no such hook)."""
-    from handlers.registry import get
+    from tools.registry import get
 
     try:
         cli = get(model).module("cli")

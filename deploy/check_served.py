@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from handlers import registry
+from tools import registry
 from training.common.heldout import HeldOut, Outcome
 
 PYFUNC_ATOL = 1e-4

@@ -1,12 +1,12 @@
 """Realistic request bodies for every registered model: each model's `payloads` hook
-(handlers/<model>/samples.py, handlers/registry.py) draws them, deterministically per seed."""
+(tools/<model>/samples.py, tools/registry.py) draws them, deterministically per seed."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 
-from handlers import registry
+from tools import registry
 
 
 class Payloads:
@@ -44,7 +44,7 @@ def bench_feed(model: str, n: int, **options) -> list[dict]:
 
 def parse_weights(spec: str) -> dict[str, int]:
     """ "a:3,b:1" → {"a": 3, "b": 1} (weight 1 when omitted); "" → every registered model at
-    its `LOAD_WEIGHT` (handlers/<model>/samples.py, default 1)."""
+    its `LOAD_WEIGHT` (tools/<model>/samples.py, default 1)."""
     weights = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name, _, weight = item.partition(":")

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handlers.registry import MODELS
+from tools.registry import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"

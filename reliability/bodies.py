@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from handlers import registry
+from tools import registry
 
 VALID_EXAMPLES: dict[str, dict] = {m.name: m.example() for m in registry.MODELS} | {
     "standin": {"text": "hello there"},
 }
-"""One good body per model (its EXAMPLE hook, handlers/<model>/samples.py): the fuzzer damages
+"""One good body per model (its EXAMPLE hook, tools/<model>/samples.py): the fuzzer damages
 these, so it also reaches the field validation."""
 
 CONTENT_TYPES = (

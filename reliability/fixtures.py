@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from handlers import registry
 from reliability.archives import build_stand_in
 from tests.support.torchserve import TorchServe, start_torchserve
+from tools import registry
 
 
 @dataclass

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from handlers.budget import within_budget
 from handlers.codec import Reply, decode_request
@@ -19,6 +18,7 @@ from handlers.explain import Explanations, bounded
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
 from handlers.sentiment.settings import SentimentSettings
+from handlers.service import Request
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ class Classification:
 
 
 class SentimentModel:
+    reads_parts: ClassVar[bool] = False
+
     def __init__(self, predictor: SentimentPredictor):
         self.predictor = predictor
         self.name = predictor.name
@@ -75,10 +77,8 @@ class SentimentModel:
         )
         return cls(predictor)
 
-    def parse(
-        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
-    ) -> TextRequest:
-        payload = decode_request(dict(row) if row is not None else {"body": body}, dict(headers))
+    def parse(self, request: Request) -> TextRequest:
+        payload = decode_request(request)
         return parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
 
     def inference(

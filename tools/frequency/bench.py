@@ -16,11 +16,12 @@ def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], 
     from handlers.frequency.engine import FrequencyEngine, model_inputs
     from handlers.frequency.settings import parse_settings
     from handlers.frequency.windowing import split
+    from handlers.service import Request
 
     manifest = json.loads((artifacts / "manifest.json").read_text())
     settings = parse_settings(manifest, handler | {"runtime": runtime})
     engine = FrequencyEngine(settings, artifacts)
-    requests = [decode_request({"body": p}, {}, settings) for p in payloads]
+    requests = [decode_request(Request(p), settings) for p in payloads]
     feeds = []
     for i in range(0, len(requests), batch):
         rows, selectors = [], []

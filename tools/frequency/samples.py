@@ -1,4 +1,4 @@
-"""This model's hooks for the shared tools (handlers/registry.py): example bodies, load payloads,
+"""This model's hooks for the shared tools (tools/registry.py): example bodies, load payloads,
 its training options and its stream-state key."""
 
 from __future__ import annotations

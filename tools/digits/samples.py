@@ -1,4 +1,4 @@
-"""This model's hooks for the shared tools (handlers/registry.py): example bodies and load payloads.
+"""This model's hooks for the shared tools (tools/registry.py): example bodies and load payloads.
 
 Load-test images are the held-out test split of scikit-learn's bundled digits (the last 297,
 never trained or calibrated on: training/digits/data.py), as JSON grids of 0..16.

@@ -1,4 +1,4 @@
-"""This model's options for `python -m clients` (the hooks handlers/registry.py describes).
+"""This model's options for `python -m clients` (the hooks tools/registry.py describes).
 
 python -m clients predict sentiment --text "A warm, funny film" --protocol grpc
 python -m clients predict sentiment --text "Loved it" --text "Hated it"
@@ -27,7 +27,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     {"texts": [...]} request gets one section per text)."""
     from pathlib import Path
 
-    from handlers.sentiment.explain_view import render_html
+    from tools.sentiment.explain_view import render_html
 
     if args.png:
         raise ValueError("sentiment explanations are pages: use --html")

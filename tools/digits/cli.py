@@ -1,4 +1,4 @@
-"""This model's options for `python -m clients` (the hooks handlers/registry.py describes).
+"""This model's options for `python -m clients` (the hooks tools/registry.py describes).
 
 python -m clients predict digits --image seven.png                    # base64 in JSON, REST or gRPC
 python -m clients predict digits --image a.png --image b.jpg          # a batch request: a list back
@@ -92,7 +92,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     import numpy as np
     from PIL import Image
 
-    from handlers.digits.explain_view import render_png
+    from tools.digits.explain_view import render_png
 
     if args.html:
         raise ValueError("digits explanations are images: use --png")

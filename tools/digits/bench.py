@@ -11,10 +11,11 @@ def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], 
     resized into one model batch beforehand, as the handler does."""
     from handlers.digits.pixels import model_batch
     from handlers.digits.predict import DigitsPredictor
+    from handlers.service import Request
 
     predictor = DigitsPredictor.from_dir(artifacts, handler | {"runtime": runtime})
     export = predictor.settings.export
-    requests = [predictor.decode({"body": p}, {}) for p in payloads]
+    requests = [predictor.decode(Request(p)) for p in payloads]
     feeds = []
     for i in range(0, len(requests), batch):
         group = requests[i : i + batch]

@@ -1,0 +1,105 @@
+"""The registry as the tools see it: each served model's spec (handlers/registry.py) plus its tool
+parts in tools/<name>/ and its training package in training/<name>/.
+
+`tools/<name>/samples.py` is light (no torch) and may define, all optional:
+
+    EXAMPLE: dict                one valid JSON body (probes, fuzzing, neighbours)
+    binary_example() -> (bytes, content_type, headers) | None   a valid non-JSON body
+    payloads(seed) -> () -> dict load-test / bench request bodies, deterministic per seed
+    train_args() -> list[str]    extra `python -m training.m` options `make train` passes
+    LOAD_COST: int               relative cost of serving it (the cheapest is used for fault tests)
+    STATE_KEY: str               the variable naming its signing-key file (pods mount the Secret there)
+    bench_feed(n), BENCH_BODIES, bench_arguments(group), fp16_atol()   bench's per-model parts
+    light_request(i) -> dict     a small body the rehearsal's Locust users send
+
+and, also optional, modules of its own that shared tools look for (`ToolSpec.module`): cli.py
+(`python -m clients` options and requests), rehearsal.py (its traffic during `make rehearse`),
+overload.py (its overload case), bench.py (`python -m bench`'s bare-runtime feeds and timings).
+docs/adding-a-model.md has each hook in one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from handlers import registry as serving
+
+TOOL_PARTS = ("samples", "cli", "client", "bench", "rehearsal", "overload", "explain_view")
+"""The modules of tools/<name>/; any other part is a serving module of handlers/<name>/."""
+
+
+@dataclass(frozen=True)
+class ToolSpec(serving.ModelSpec):
+    @property
+    def training_package(self) -> str:
+        return f"training.{self.name}"
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The paths only this model's code lives in."""
+        n = self.name
+        return (*super().folders, f"tools/{n}/", f"training/{n}/")
+
+    def module(self, part: str) -> ModuleType | None:
+        """tools/<name>/<part>.py (a tool part) or handlers/<name>/<part>.py (a serving module), or
+        None where the model has no such module."""
+        package = "tools" if part in TOOL_PARTS else "handlers"
+        name = f"{package}.{self.name}.{part}"
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            return None
+
+    def samples(self) -> ModuleType | None:
+        """tools/<name>/samples.py, or None where the model defines no hooks."""
+        return self.module("samples")
+
+    def hook(self, attr: str, default: Any = None) -> Any:
+        return getattr(self.samples(), attr, default)
+
+    def example(self) -> dict:
+        return dict(self.hook("EXAMPLE", {}))
+
+    def train_args(self) -> list[str]:
+        fn = self.hook("train_args")
+        return list(fn()) if fn else []
+
+    def train(self, out: str | Path, config: str = "default", **opts) -> dict:
+        """Train and export into `out` (parity-gated); returns the manifest."""
+        package = importlib.import_module(self.training_package)
+        return package.train(Path(out), config, **opts)
+
+
+MODELS: tuple[ToolSpec, ...] = tuple(ToolSpec(m.name) for m in serving.MODELS)
+names = serving.names
+
+
+def get(name: str) -> ToolSpec:
+    """The spec of a served name; a variant such as `<name>_onnx` maps to its family."""
+    return ToolSpec(serving.get(name).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m tools.registry names | train-args NAME | folders"""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["names"]:
+        print(" ".join(names()))
+    elif len(args) == 2 and args[0] == "train-args":
+        print(" ".join(get(args[1]).train_args()))
+    elif args == ["folders"]:
+        print("\n".join(f for m in MODELS for f in m.folders))
+    else:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
