@@ -65,7 +65,7 @@ def bench_payloads(model: str, n: int, options: dict) -> list[dict]:
 
 def model_bodies(model: str, bodies: list[str]) -> list[str]:
     """The body kinds a model's rows use: those of --bodies it takes (BENCH_BODIES), else JSON."""
-    kinds = get(model).hook("BENCH_BODIES")
+    kinds = get(model).samples().bench_bodies
     return [b for b in bodies if b in kinds] if kinds else ["json"]
 
 
@@ -117,7 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     before = {a.dest for a in p._actions}
     for model in MODELS:
-        hook = get(model).hook("bench_arguments")
+        hook = get(model).samples().bench_arguments
         if hook is not None:
             hook(p.add_argument_group(f"{model} options"))
     model_options = sorted({a.dest for a in p._actions} - before)
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if bench_hook(model, "stages") is not None:
                 stages[name] = stage_times(model, art, runtime, payloads, overrides=overrides)
-            elif get(model).hook("BENCH_BODIES"):
+            elif get(model).samples().bench_bodies:
                 for body in model_bodies(model, args.bodies):
                     handler[(name, body)] = handler_throughput(
                         model, art, runtime, payloads, body, args.min_seconds, overrides

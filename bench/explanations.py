@@ -45,7 +45,7 @@ def clients(
     server, model: str, route: str, n: int, seconds: float, seed: int, max_bytes: int | None = None
 ) -> list[dict]:
     def drawer(i: int):
-        draw = get(model).hook("payloads")(seed=seed + i)
+        draw = get(model).samples().payloads(seed=seed + i)
         if max_bytes is None:
             return draw
         return lambda: next(b for b in iter(draw, None) if len(json.dumps(b)) <= max_bytes)

@@ -41,7 +41,7 @@ TOKEN = "rehearsal-client-token"
 
 def load_model() -> str:
     """The model Locust sends: the first registered one with a `light_request` hook."""
-    return next(m.name for m in MODELS if m.hook("light_request"))
+    return next(m.name for m in MODELS if m.samples().light_request)
 
 
 def rehearsal_hooks() -> dict:

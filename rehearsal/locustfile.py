@@ -28,8 +28,10 @@ grpc_gevent.init_gevent()  # grpc's C core must yield to gevent
 
 TOKEN = os.environ.get("REHEARSAL_TOKEN", "")
 PACING_S = float(os.environ.get("REHEARSAL_PACING_S", "0.2"))
-MODEL = os.environ.get("REHEARSAL_MODEL") or next(m.name for m in MODELS if m.hook("light_request"))
-light_request = get(MODEL).hook("light_request")
+MODEL = os.environ.get("REHEARSAL_MODEL") or next(
+    m.name for m in MODELS if m.samples().light_request
+)
+light_request = get(MODEL).samples().light_request
 _log = open(os.environ.get("REHEARSAL_LOG", os.devnull), "a", buffering=1)  # noqa: SIM115
 
 

@@ -234,7 +234,7 @@ def nasty_headers(draw, model: str) -> Body:
     name = draw(st.sampled_from(READ_HEADERS))
     text = draw(HEADER_TEXT).strip() or "ü"
     raw = text.encode(draw(st.sampled_from(["utf-8", "latin-1"])), "replace")
-    binary = registry.get(model).hook("binary_example") if model in registry.names() else None
+    binary = registry.get(model).samples().binary_example if model in registry.names() else None
     if binary is not None and draw(st.booleans()):
         data, ctype, _ = binary()
     else:

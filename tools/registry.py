@@ -1,21 +1,12 @@
 """The registry as the tools see it: each served model's spec (handlers/registry.py) plus its tool
 parts in tools/<name>/ and its training package in training/<name>/.
 
-`tools/<name>/samples.py` is light (no torch) and may define, all optional:
-
-    EXAMPLE: dict                one valid JSON body (probes, fuzzing, neighbours)
-    binary_example() -> (bytes, content_type, headers) | None   a valid non-JSON body
-    payloads(seed) -> () -> dict load-test / bench request bodies, deterministic per seed
-    train_args() -> list[str]    extra `python -m training.m` options `make train` passes
-    LOAD_COST: int               relative cost of serving it (the cheapest is used for fault tests)
-    STATE_KEY: str               the variable naming its signing-key file (pods mount the Secret there)
-    bench_feed(n), BENCH_BODIES, bench_arguments(group), fp16_atol()   bench's per-model parts
-    light_request(i) -> dict     a small body the rehearsal's Locust users send
-
-and, also optional, modules of its own that shared tools look for (`ToolSpec.module`): cli.py
-(`python -m clients` options and requests), rehearsal.py (its traffic during `make rehearse`),
-overload.py (its overload case), bench.py (`python -m bench`'s bare-runtime feeds and timings).
-docs/adding-a-model.md has each hook in one line.
+`tools/<name>/samples.py` is light (no torch) and declares `SAMPLES`, a typed `tools.plugin.Samples`
+(example bodies, load-test and bench payloads, train options, load weights, ...): `ToolSpec.samples()`
+returns it, and mypy checks both sides. Optional modules of its own that shared tools look for
+(`ToolSpec.module`): cli.py (`python -m clients` options and requests), rehearsal.py (its traffic
+during `make rehearse`), overload.py (its overload case), bench.py (`python -m bench`'s
+bare-runtime feeds and timings). docs/adding-a-model.md has each part in one line.
 """
 
 from __future__ import annotations
@@ -25,9 +16,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from handlers import registry as serving
+from tools.plugin import Samples
 
 TOOL_PARTS = ("samples", "cli", "client", "bench", "rehearsal", "overload", "explain_view")
 """The modules of tools/<name>/; any other part is a serving module of handlers/<name>/."""
@@ -57,18 +48,21 @@ class ToolSpec(serving.ModelSpec):
                 raise
             return None
 
-    def samples(self) -> ModuleType | None:
-        """tools/<name>/samples.py, or None where the model defines no hooks."""
-        return self.module("samples")
-
-    def hook(self, attr: str, default: Any = None) -> Any:
-        return getattr(self.samples(), attr, default)
+    def samples(self) -> Samples:
+        """The model's `SAMPLES` (tools/<name>/samples.py), or no hooks where it has none."""
+        module = self.module("samples")
+        if module is None:
+            return Samples()
+        samples = module.SAMPLES
+        if not isinstance(samples, Samples):
+            raise TypeError(f"tools/{self.name}/samples.py: SAMPLES is not a tools.plugin.Samples")
+        return samples
 
     def example(self) -> dict:
-        return dict(self.hook("EXAMPLE", {}))
+        return dict(self.samples().example)
 
     def train_args(self) -> list[str]:
-        fn = self.hook("train_args")
+        fn = self.samples().train_args
         return list(fn()) if fn else []
 
     def train(self, out: str | Path, config: str = "default", **opts) -> dict:

@@ -256,7 +256,7 @@ def test_every_registered_model_benches_in_process_through_its_own_hooks(model, 
     assert lone["calls"] >= 8 and 0 < lone["p50_ms"] <= lone["p95_ms"]
     stages = stage_times(model, artifacts, "onnx", payloads, min_seconds=0.1)
     assert (stages is None) == (bench_hook(model, "stages") is None)
-    if stages is None and get(model).hook("BENCH_BODIES"):
+    if stages is None and get(model).samples().bench_bodies:
         for body in model_bodies(model, ["json", "float32"]):
             h = handler_throughput(model, artifacts, "onnx", payloads, body, 0.2)
             assert h["requests"] >= len(payloads) and h["rps"] > 0

@@ -131,7 +131,7 @@ def test_registry_names_each_model_once_and_finds_variants():
 
 def test_every_binary_example_decodes_on_the_server():
     for m in MODELS:
-        binary = m.hook("binary_example")
+        binary = m.samples().binary_example
         if binary is None:
             continue
         body, ctype, headers = binary()

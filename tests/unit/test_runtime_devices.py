@@ -291,4 +291,4 @@ def test_the_gpu_checks_fp16_gate_is_the_servings():
     from handlers.sentiment.settings import SentimentServing
     from tools.registry import get
 
-    assert get("sentiment").hook("fp16_atol")() == SentimentServing().fp16_atol == 0.05
+    assert get("sentiment").samples().fp16_atol() == SentimentServing().fp16_atol == 0.05
