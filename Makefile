@@ -112,7 +112,7 @@ archive-registered: | $(STAMP)
 # models are READY. TS_CONFIG_FILE wins over --ts-config in TorchServe 0.12, so it is set here too.
 define start-torchserve
 mkdir -p logs
-TS_CONFIG_FILE=$(CURDIR)/config.properties $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
+TS_CONFIG_FILE=$(CURDIR)/config.properties env -u PYTHONPATH $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
 	|| { cat logs/torchserve.out >&2; exit 1; }
 $(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
 	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; exit 1; }

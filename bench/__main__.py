@@ -35,7 +35,7 @@ from bench.cpu import CpuMeter
 from bench.inprocess import (
     InProcess,
     Replicas,
-    bench_hook,
+    bench_parts,
     handler_throughput,
     serving_shape,
     stage_times,
@@ -178,9 +178,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
     """(model, runtime, artifact dir) for every complete export found; missing ones are reported."""
     todo = []
     for model in args.models:
-        if bench_hook(model, "batches") is None:
+        if bench_parts(model) is None:
             print(
-                f"bench: handlers/{model}/bench.py has no batches() hook (no bare-model figure to "
+                f"bench: tools/{model}/bench.py declares no BENCH (no bare-model figure to "
                 f"compare against); skipping {model}",
                 file=sys.stderr,
             )
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             if label is not None:  # the variant's own serving, against the same bare model
                 steps.update()
                 continue
-            if bench_hook(model, "stages") is not None:
+            if (parts := bench_parts(model)) is not None and parts.stages is not None:
                 stages[name] = stage_times(model, art, runtime, payloads, overrides=overrides)
             elif get(model).samples().bench_bodies:
                 for body in model_bodies(model, args.bodies):

@@ -16,9 +16,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from handlers import registry as serving
-from tools.plugin import Samples
+from tools.plugin import Bench, Cli, Samples
+
+T = TypeVar("T")
 
 TOOL_PARTS = ("samples", "cli", "client", "bench", "rehearsal", "overload", "explain_view")
 """The modules of tools/<name>/; any other part is a serving module of handlers/<name>/."""
@@ -53,10 +56,18 @@ class ToolSpec(serving.ModelSpec):
         module = self.module("samples")
         if module is None:
             return Samples()
-        samples = module.SAMPLES
-        if not isinstance(samples, Samples):
-            raise TypeError(f"tools/{self.name}/samples.py: SAMPLES is not a tools.plugin.Samples")
-        return samples
+        return _declared(module, "SAMPLES", Samples)
+
+    def cli(self) -> Cli | None:
+        """The model's `CLI` (tools/<name>/cli.py), or None where it has no client options."""
+        module = self.module("cli")
+        return None if module is None else _declared(module, "CLI", Cli)
+
+    def bench(self) -> Bench | None:
+        """The model's `BENCH` (tools/<name>/bench.py; imports the runtime stack), or None where
+        bench has no in-process parts of it."""
+        module = self.module("bench")
+        return None if module is None else _declared(module, "BENCH", Bench)
 
     def example(self) -> dict:
         return dict(self.samples().example)
@@ -69,6 +80,13 @@ class ToolSpec(serving.ModelSpec):
         """Train and export into `out` (parity-gated); returns the manifest."""
         package = importlib.import_module(self.training_package)
         return package.train(Path(out), config, **opts)
+
+
+def _declared(module: ModuleType, name: str, kind: type[T]) -> T:
+    value = getattr(module, name, None)
+    if not isinstance(value, kind):
+        raise TypeError(f"{module.__name__}.{name} is not a tools.plugin.{kind.__name__}")
+    return value
 
 
 MODELS: tuple[ToolSpec, ...] = tuple(ToolSpec(m.name) for m in serving.MODELS)

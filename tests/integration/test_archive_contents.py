@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 import requests
 
 from deploy.archive import serving_files
-from tests.support.torchserve import start_torchserve
+from rehearsal.pod import Pod, pod_config
 from tools.registry import get, names
 
 pytestmark = pytest.mark.integration
@@ -82,28 +83,33 @@ for other in set(registry.names()) - {{{model!r}}}:
     assert sorted(x.split()[1] for x in lines[2:] if x) == sorted(set(names()) - {model})
 
 
-def test_the_archives_code_wins_over_a_copy_of_handlers_on_pythonpath(digits_archive, tmp_path):
-    """The serving image puts /opt/torchserve/app (with handlers/) on PYTHONPATH; TorchServe puts
-    the unpacked archive before it, and handlers is a regular package, so a worker never mixes
-    the two. Here the copy on PYTHONPATH is a decoy that fails on import: the worker still loads
-    and answers."""
+def test_in_the_pod_the_archives_code_wins_over_the_images_copy_of_handlers(
+    digits_archive, tmp_path, monkeypatch
+):
+    """The serving image puts /opt/torchserve/app (with handlers/, for `python -m deploy`) on
+    PYTHONPATH, and TorchServe 0.12 puts a worker's PYTHONPATH before the unpacked archive: that
+    copy shadowed the archive's code. Here the image's copy is a decoy that fails on import, and
+    the real entrypoint (docker/entrypoint.sh, as the pod runs it) serves the archive's code."""
     decoy = tmp_path / "image-app"
     (decoy / "handlers").mkdir(parents=True)
     (decoy / "handlers" / "__init__.py").write_text(
         "raise ImportError('the copy of handlers/ on PYTHONPATH was imported')\n"
     )
-    server = start_torchserve(
-        tmp_path / "ts", {"digits": digits_archive}, env={"PYTHONPATH": str(decoy)}
-    )
+    monkeypatch.setenv("PYTHONPATH", str(decoy))  # the image's ENV
+    pod = Pod(tmp_path / "pod", {"digits": digits_archive}, [], pod_config("cpu"))
+    pod.start_torchserve()
     try:
-        grid = [[0] * 8 for _ in range(8)]
+        deadline = time.monotonic() + 240
+        while pod.probe("ready").returncode != 0:
+            assert pod.procs["torchserve"].poll() is None, pod.tail()
+            assert time.monotonic() < deadline, pod.tail()
+            time.sleep(0.5)
         r = requests.post(
-            f"{server.inference_url}/predictions/digits",
-            json={"image": grid},
-            headers=server.auth(),
-            timeout=60,
+            f"{pod.inference}/predictions/digits", json={"image": [[0] * 8] * 8}, timeout=60
         )
         assert r.status_code == 200, r.text
         assert "label" in r.json()
+        log = (pod.work / "logs" / "model_log.log").read_text()
+        assert "the copy of handlers/" not in log
     finally:
-        server.stop()
+        pod.kill()

@@ -243,10 +243,11 @@ def test_every_registered_model_benches_in_process_through_its_own_hooks(model, 
     """bench names no model: each one's tools/<model>/bench.py gives the bare runtime's feeds,
     and its optional `stages` / handler-path timing run through the registry."""
     from bench.__main__ import bench_payloads, model_bodies
-    from bench.inprocess import InProcess, bench_hook, handler_throughput, stage_times
+    from bench.inprocess import InProcess, bench_parts, handler_throughput, stage_times
 
-    if bench_hook(model, "batches") is None:
-        pytest.skip(f"{model} has no bench.py batches(): bench skips it")
+    parts = bench_parts(model)
+    if parts is None:
+        pytest.skip(f"{model} has no bench.py BENCH: bench skips it")
     artifacts = request.getfixturevalue(f"{model}_artifacts")
     payloads = bench_payloads(model, 4, {"signal_samples": 200})
     in_process = InProcess(model, artifacts, "onnx", payloads)
@@ -255,7 +256,7 @@ def test_every_registered_model_benches_in_process_through_its_own_hooks(model, 
     lone = in_process.lone_latency(0.1)  # one request alone: what a lone client is held against
     assert lone["calls"] >= 8 and 0 < lone["p50_ms"] <= lone["p95_ms"]
     stages = stage_times(model, artifacts, "onnx", payloads, min_seconds=0.1)
-    assert (stages is None) == (bench_hook(model, "stages") is None)
+    assert (stages is None) == (parts.stages is None)
     if stages is None and get(model).samples().bench_bodies:
         for body in model_bodies(model, ["json", "float32"]):
             h = handler_throughput(model, artifacts, "onnx", payloads, body, 0.2)

@@ -36,3 +36,23 @@ def test_adding_a_model_lists_every_samples_field():
     section = text.split("## Hooks in `tools/m/samples.py`", 1)[1].split("\n## ", 1)[0]
     missing = [f.name for f in dataclasses.fields(Samples) if f"`{f.name}" not in section]
     assert not missing, missing
+
+
+def test_adding_a_model_lists_every_cli_and_bench_field():
+    from tools.plugin import Bench, Cli
+
+    text = (ROOT / "docs" / "adding-a-model.md").read_text()
+    section = text.split("## Optional modules", 1)[1].split("\n## ", 1)[0]
+    for kind in (Cli, Bench):
+        missing = [f.name for f in dataclasses.fields(kind) if f"`{f.name}(" not in section]
+        assert not missing, (kind.__name__, missing)
+
+
+@pytest.mark.parametrize("spec", MODELS, ids=lambda m: m.name)
+def test_every_model_declares_its_client_and_bench_parts_typed(spec):
+    from tools.plugin import Bench, Cli
+
+    cli = spec.cli()
+    assert isinstance(cli, Cli) and cli.arguments is not None and cli.request is not None
+    bench = spec.bench()
+    assert isinstance(bench, Bench) and callable(bench.batches)

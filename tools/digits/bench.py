@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tools.plugin import Bench
+
 
 def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
     """The classifier's runtime call and its inputs, `batch` requests at a time: decoded and
@@ -22,3 +24,7 @@ def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], 
         greys = [g for r in group for g in r.images]
         feeds.append(({export.input_name: model_batch(greys, export)}, len(group)))
     return predictor.runtime.run, feeds
+
+
+BENCH = Bench(batches=batches)
+"""This model's `python -m bench` parts (tools/plugin.py)."""

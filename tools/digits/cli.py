@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from clients.client import decode_answer
+from tools.plugin import Cli
 
 
 def arguments(group: argparse._ArgumentGroup) -> None:
@@ -107,3 +108,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     else:
         grey = np.asarray(image, dtype=np.float32) / 16.0
     return render_png(grey, first, path)
+
+
+CLI = Cli(arguments=arguments, request=request, predict=predict, view=view)
+"""This model's `python -m clients` parts (tools/plugin.py)."""

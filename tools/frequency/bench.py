@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.plugin import Bench
+
 
 def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
     """The sequence model's runtime call and its inputs, `batch` requests at a time: decoded,
@@ -41,3 +43,7 @@ def load(artifacts: Path, config: dict):
     from handlers.frequency.model import FrequencyModel
 
     return FrequencyModel.load(artifacts, config, state_key=b"bench-only-state-key")
+
+
+BENCH = Bench(batches=batches, load=load)
+"""This model's `python -m bench` parts (tools/plugin.py)."""

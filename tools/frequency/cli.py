@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from tools.frequency.client import SignalStream, extract
+from tools.plugin import Cli
 
 
 def arguments(group: argparse._ArgumentGroup) -> None:
@@ -92,3 +93,14 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     prediction = client.predict(args.model, payload, version=args.version)
     rate = float(payload.get("sample_rate") or prediction["sample_rate"])
     return render_png(np.asarray(payload["signal"]), rate, prediction, answer, path)
+
+
+CLI = Cli(
+    arguments=arguments,
+    request=request,
+    predict=predict,
+    stream_arguments=stream_arguments,
+    stream=stream,
+    view=view,
+)
+"""This model's `python -m clients` parts (tools/plugin.py)."""

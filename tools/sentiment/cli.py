@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from tools.plugin import Cli
+
 
 def arguments(group: argparse._ArgumentGroup) -> None:
     """`predict` options."""
@@ -36,3 +38,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     pages = [render_html(t, a) for t, a in zip(texts, answers, strict=True)]
     Path(path).write_text(pages[0] if len(pages) == 1 else "\n".join(pages), encoding="utf-8")
     return path
+
+
+CLI = Cli(arguments=arguments, request=request, view=view)
+"""This model's `python -m clients` parts (tools/plugin.py)."""
