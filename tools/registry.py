@@ -95,7 +95,8 @@ names = serving.names
 
 def get(name: str) -> ToolSpec:
     """The spec of a served name; a variant such as `<name>_onnx` maps to its family."""
-    return ToolSpec(serving.get(name).name)
+    family = serving.get(name).name
+    return next(m for m in MODELS if m.name == family)
 
 
 def main(argv: list[str] | None = None) -> int:
