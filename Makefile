@@ -13,6 +13,7 @@ ARTIFACTS := artifacts
 STORE := model_store
 # The served models, from their registry (handlers/registry.py: stdlib only, any python3 reads it).
 REGISTRY = $(firstword $(wildcard $(PY)) $(PYTHON_SYS)) -m handlers.registry
+TOOLS_REGISTRY = $(firstword $(wildcard $(PY)) $(PYTHON_SYS)) -m tools.registry
 MODELS := $(shell $(REGISTRY) names)
 export PYTHONPATH := $(CURDIR)
 export HF_HUB_OFFLINE := 1
@@ -78,21 +79,25 @@ kubectl: | $(STAMP)
 # export has one, so `make train` trains just what is missing.
 # Training runs on Lightning and logs to MLflow (mlruns.db here, or MLFLOW_TRACKING_URI), which
 # registers each parity-checked export. TRAIN_ARGS e.g. "--accelerator cuda" or "--resume", for
-# every model; a model's own options come from its train_args hook (handlers/<model>/samples.py,
+# every model; a model's own options come from its train_args hook (tools/<model>/samples.py,
 # which may read its own variables) and TRAIN_ARGS_<model> overrides them.
 TRAIN_ARGS ?=
 # (MAKEOVERRIDES: variables given on the make command line reach the hooks too.)
-$(foreach m,$(MODELS),$(eval TRAIN_ARGS_$(m) ?= $(shell env $(MAKEOVERRIDES) $(REGISTRY) train-args $(m))))
+$(foreach m,$(MODELS),$(eval TRAIN_ARGS_$(m) ?= $(shell env $(MAKEOVERRIDES) $(TOOLS_REGISTRY) train-args $(m))))
 $(ARTIFACTS)/%/manifest.json: | $(STAMP)
 	$(PY) -m training.$* --out $(ARTIFACTS)/$* $(TRAIN_ARGS_$*) $(TRAIN_ARGS)
 
 train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and export what is missing (parity-gated)
 
 # Every input of an archive is a prerequisite: its artifacts (manifest.json, written last, holds each
-# file's sha256), the whole handlers package it carries (each model-config.yaml included: editing
-# `runtime:` rebuilds) and the code that builds it.
-ARCHIVE_INPUTS := $(shell find handlers -type f ! -path '*/__pycache__/*' ! -name '*.pyc') deploy/archive.py
-$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json $(ARCHIVE_INPUTS) | $(STAMP)
+# file's sha256), the code it carries (deploy/archive.serving_files: the shared serving core
+# handlers/*.py, the model's own handlers/<model>/ with its model-config.yaml, so editing `runtime:`
+# rebuilds, and its handler file) and the code that builds it. Another model's code and the tools
+# (tools/) are no input: editing them rebuilds no archive.
+SERVING_CORE := $(filter-out %_handler.py,$(wildcard handlers/*.py))
+serving_files = $(SERVING_CORE) handlers/$(1)_handler.py $(shell find handlers/$(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
+$(foreach m,$(MODELS),$(eval $(STORE)/$(m).mar: $(call serving_files,$(m))))
+$(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json deploy/archive.py | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
 
 # MODEL_URI=models:/<model>@champion (or models:/<model>/3): archive that registered MLflow
@@ -113,7 +118,7 @@ archive-registered: | $(STAMP)
 define start-torchserve
 mkdir -p logs
 $(PY) -m deploy.local_door torchserve-config --config config.properties --out logs/torchserve.properties
-TS_CONFIG_FILE=$(CURDIR)/logs/torchserve.properties $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
+TS_CONFIG_FILE=$(CURDIR)/logs/torchserve.properties env -u PYTHONPATH $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
 	|| { cat logs/torchserve.out >&2; exit 1; }
 $(PY) -m deploy.local_door start --config config.properties --run logs/door \
 	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; exit 1; }
@@ -237,10 +242,11 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay, validate (strict schemas, KEDA CRD, checkov): summary + failures
 	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
-lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ deploy/ clients/ training/ (pyproject.toml)
+lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ tools/ deploy/ clients/ training/, the import layering (pyproject.toml)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 .PHONY: fmt
 # The same checks as git hooks, once per clone: .venv/bin/pre-commit install (.pre-commit-config.yaml).

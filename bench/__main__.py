@@ -7,7 +7,7 @@ samples.py `bench_feed` hook, sized by the options its `bench_arguments` hook ad
 `BENCH_BODIES` names float32 is also sent float32 bodies with float32 answers (REST), and for each
 body kind its handler's whole path is timed in-process against the bare model; a model with a
 `stages` hook gets its inference stage taken apart in-process instead. The bare model is each
-model's handlers/<model>/bench.py `batches` hook; a model without one is skipped (said on stderr).
+model's tools/<model>/bench.py `batches` hook; a model without one is skipped (said on stderr).
 
     python -m bench                      # artifacts/ (make train), reports/bench.{json,md,png}
     python -m bench --artifacts /tmp/tiny --requests 32 --concurrency 1,4 --protocols rest
@@ -35,7 +35,7 @@ from bench.cpu import CpuMeter
 from bench.inprocess import (
     InProcess,
     Replicas,
-    bench_hook,
+    bench_parts,
     handler_throughput,
     serving_shape,
     stage_times,
@@ -44,9 +44,9 @@ from bench.metrics import breakdown, scrape
 from bench.report import failures, markdown_table, plot
 from bench.served import paced_load, served_load
 from clients.pipes import run_cli
-from handlers.registry import get, names
 from handlers.runtime import RUNTIME_FILES
 from loadtests.payloads import bench_feed
+from tools.registry import get, names
 from training.common.machine import describe_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def bench_payloads(model: str, n: int, options: dict) -> list[dict]:
 
 def model_bodies(model: str, bodies: list[str]) -> list[str]:
     """The body kinds a model's rows use: those of --bodies it takes (BENCH_BODIES), else JSON."""
-    kinds = get(model).hook("BENCH_BODIES")
+    kinds = get(model).samples().bench_bodies
     return [b for b in bodies if b in kinds] if kinds else ["json"]
 
 
@@ -117,7 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     before = {a.dest for a in p._actions}
     for model in MODELS:
-        hook = get(model).hook("bench_arguments")
+        hook = get(model).samples().bench_arguments
         if hook is not None:
             hook(p.add_argument_group(f"{model} options"))
     model_options = sorted({a.dest for a in p._actions} - before)
@@ -178,9 +178,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, Path]]:
     """(model, runtime, artifact dir) for every complete export found; missing ones are reported."""
     todo = []
     for model in args.models:
-        if bench_hook(model, "batches") is None:
+        if bench_parts(model) is None:
             print(
-                f"bench: handlers/{model}/bench.py has no batches() hook (no bare-model figure to "
+                f"bench: tools/{model}/bench.py declares no BENCH (no bare-model figure to "
                 f"compare against); skipping {model}",
                 file=sys.stderr,
             )
@@ -326,9 +326,9 @@ def main(argv: list[str] | None = None) -> int:
             if label is not None:  # the variant's own serving, against the same bare model
                 steps.update()
                 continue
-            if bench_hook(model, "stages") is not None:
+            if (parts := bench_parts(model)) is not None and parts.stages is not None:
                 stages[name] = stage_times(model, art, runtime, payloads, overrides=overrides)
-            elif get(model).hook("BENCH_BODIES"):
+            elif get(model).samples().bench_bodies:
                 for body in model_bodies(model, args.bodies):
                     handler[(name, body)] = handler_throughput(
                         model, art, runtime, payloads, body, args.min_seconds, overrides

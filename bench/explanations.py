@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from handlers.registry import get
 from tests.support.torchserve import start_torchserve
+from tools.registry import get
 
 
 class _Done(Exception):
@@ -45,7 +45,7 @@ def clients(
     server, model: str, route: str, n: int, seconds: float, seed: int, max_bytes: int | None = None
 ) -> list[dict]:
     def drawer(i: int):
-        draw = get(model).hook("payloads")(seed=seed + i)
+        draw = get(model).samples().payloads(seed=seed + i)
         if max_bytes is None:
             return draw
         return lambda: next(b for b in iter(draw, None) if len(json.dumps(b)) <= max_bytes)

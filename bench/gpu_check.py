@@ -41,13 +41,13 @@ import torch
 from torch import nn
 
 from handlers.errors import ArchiveError
-from handlers.registry import MODELS, get
 from handlers.runtime import (
     REQUIRE_GPU_ENV,
     OnnxRuntime,
     TorchScriptRuntime,
     device_from_properties,
 )
+from tools.registry import MODELS, get
 from training.sentiment.masking import additive_mask  # torch only: no training stack needed
 
 IN, OUT = ("input_ids", "attention_mask"), ("logits", "features")
@@ -60,7 +60,7 @@ REVIEWS = (
 )
 """Texts the served path answers on the CPU and on the GPU (check 5): short, long, mixed."""
 VOCAB, HIDDEN, LAYERS, HEADS, FF = 30522, 384, 6, 12, 1536
-GATED = [m.name for m in MODELS if m.hook("fp16_atol")]
+GATED = [m.name for m in MODELS if m.samples().fp16_atol]
 """The models whose samples.py states their serving fp16 gate."""
 
 
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", choices=GATED, default=GATED[0] if GATED else None)
     p.add_argument("--artifacts", type=Path, help="holds <model>/manifest.json: check 5")
     args = p.parse_args(argv)
-    fp16_atol = get(args.model).hook("fp16_atol")()
+    fp16_atol = get(args.model).samples().fp16_atol()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "python": platform.python_version(),
@@ -302,10 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = ModelService(load(art, config, "cpu"))
         gpu = ModelService(load(art, config | {"fp16": fp16}, device))
         bodies = [{"text": t} for t in REVIEWS] + [{"texts": list(REVIEWS)}]
-        requests = [
-            Request(json.dumps(b).encode(), {"body": {"content-type": "application/json"}})
-            for b in bodies
-        ]
+        requests = [Request(json.dumps(b).encode(), media_type="application/json") for b in bodies]
 
         def answers(service: ModelService) -> list[dict]:
             """One answer per text: a {"texts": [...]} request's list is flattened."""

@@ -1,7 +1,7 @@
 """In-process throughput of the bare exported artifact, at the serving batch size and threads.
 
 Requests are turned into model inputs with the handler's own code before the clock starts (each
-model's `batches` hook in handlers/<model>/bench.py, found through the registry): only the runtime
+model's `batches` hook in tools/<model>/bench.py, found through the registry): only the runtime
 call is timed, batch by batch, as a worker would run it.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from handlers import registry
+from tools import registry
+from tools.plugin import Bench
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,12 @@ def serving_shape(model: str, overrides: dict | None = None) -> tuple[ServingSha
     return shape, handler
 
 
-def bench_hook(model: str, attr: str) -> Callable | None:
-    """`attr` of the model's handlers/<model>/bench.py, or None where it has no such module or
-    hook: `batches` (the bare runtime call and its feeds: without it the model has no in-process
-    figure and bench skips it), `stages` (its inference stage taken apart), `load` (the served
-    model the handler-path timing runs; default: its registry `MODEL.load`)."""
-    return getattr(registry.get(model).module("bench"), attr, None)
+def bench_parts(model: str) -> Bench | None:
+    """The model's `BENCH` (tools/<model>/bench.py, tools/plugin.Bench), or None: without it the
+    model has no in-process figure and bench skips it. `batches` (the bare runtime call and its
+    feeds), `stages` (its inference stage taken apart), `load` (the served model the handler-path
+    timing runs; default: its registry `MODEL.load`)."""
+    return registry.get(model).bench()
 
 
 class InProcess:
@@ -62,15 +62,17 @@ class InProcess:
         overrides: dict | None = None,
     ):
         self.shape, handler = serving_shape(model, overrides)
-        prepare = bench_hook(model, "batches")
-        if prepare is None:
-            raise LookupError(f"handlers/{model}/bench.py has no batches(): no bare-model figure")
-        self.run, self.feeds = prepare(artifacts, runtime, handler, payloads, self.shape.batch_size)
+        parts = bench_parts(model)
+        if parts is None:
+            raise LookupError(f"tools/{model}/bench.py declares no BENCH: no bare-model figure")
+        self.run, self.feeds = parts.batches(
+            artifacts, runtime, handler, payloads, self.shape.batch_size
+        )
         # Warm-up over every batch shape: TorchScript's profiling executor re-specialises per
         # shape, ONNX Runtime plans memory per shape; neither belongs to steady-state throughput.
         for feed, _ in self.feeds:
             self.run(feed)
-        self._prepare = lambda batch: prepare(artifacts, runtime, handler, payloads, batch)
+        self._prepare = lambda batch: parts.batches(artifacts, runtime, handler, payloads, batch)
         self._lone: list | None = None
 
     def lone_latency(self, min_seconds: float = 2.0) -> dict:
@@ -186,7 +188,8 @@ def stage_times(
     """The model's inference stage taken apart in-process at the serving batch, ms per request
     (its bench.py `stages` hook): what the served breakdown cannot see inside a worker. None
     where the model has no such hook."""
-    hook = bench_hook(model, "stages")
+    parts = bench_parts(model)
+    hook = parts.stages if parts is not None else None
     if hook is None:
         return None
     shape, handler = serving_shape(model, overrides)
@@ -213,15 +216,16 @@ def handler_throughput(
     from handlers.service import ModelService, Request
 
     shape, handler = serving_shape(model, overrides)
-    load = bench_hook(model, "load") or registry.get(model).model_class().load
+    parts = bench_parts(model)
+    load = (parts.load if parts is not None else None) or registry.get(model).model_class().load
     service = ModelService(load(artifacts, handler | {"runtime": runtime}))
     rows: list[tuple[bytes, dict]] = []
     for p in payloads:
         if body == "float32":
             raw, headers = float32_request(p)
-            rows.append((raw, {"body": {"content-type": headers["Content-Type"]}} | headers))
+            rows.append((raw, headers))
         else:
-            rows.append((json.dumps(p).encode(), {"body": {"content-type": "application/json"}}))
+            rows.append((json.dumps(p).encode(), {"Content-Type": "application/json"}))
 
     def run(batch: list[tuple[bytes, dict]]) -> None:
         # The worker hands the body over as bytes (decode_input_request=false); the service does

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--lone-only", action="store_true", help="only the interleaved lone client")
     args = p.parse_args(argv)
-    from handlers.sentiment.samples import bench_feed
+    from tools.sentiment.samples import bench_feed
     from training.common.machine import cpu_summary, describe_cpu
 
     bodies = [b["text"] for b in bench_feed(200, seed=1)]

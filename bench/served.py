@@ -14,7 +14,7 @@ import numpy as np
 from clients.client import connect
 from clients.errors import ClientError, Overloaded
 from clients.settings import ClientSettings
-from handlers import registry
+from tools import registry
 
 REFUSED = "refused"
 """A call the server refused as overloaded (503 `overloaded`, a full queue, 429): the bounded

@@ -8,8 +8,8 @@
     python -m clients explain MODEL [the model's predict options] [--html F | --png F]
 
 Each registered model adds its own options and builds its own requests (the `cli` module in its
-folder, handlers/<model>/cli.py: `arguments`, `request`, `predict`, `stream_arguments`, `stream`;
-handlers/registry.py); `--help` lists them by model, and each model's cli.py shows its examples.
+folder, tools/<model>/cli.py: its typed `CLI` of `arguments`, `request`, `predict`,
+`stream_arguments`, `stream`, `view`; tools/plugin.py, tools/registry.py); `--help` lists them by model, and each model's cli.py shows its examples.
 
 `stream` reads samples (text numbers separated by spaces, commas or newlines, or raw little-endian
 float32 with --input-format f32) from --input or stdin, sends every --chunk samples as one chunk of
@@ -34,17 +34,17 @@ from clients.client import PROTOCOLS, connect
 from clients.errors import ClientError
 from clients.pipes import run_cli
 from clients.settings import ClientSettings
-from handlers.registry import MODELS
+from tools.plugin import Cli
+from tools.registry import MODELS
 
 
-def cli_hooks(name: str) -> list:
-    """The models' cli modules that define `name`, in registry order."""
-    modules = (spec.module("cli") for spec in MODELS)
-    return [m for m in modules if m is not None and hasattr(m, name)]
+def clis() -> list[Cli]:
+    """The models' client parts (tools/<model>/cli.py `CLI`), in registry order."""
+    return [cli for spec in MODELS if (cli := spec.cli()) is not None]
 
 
 def stream_models() -> list[str]:
-    return [spec.name for spec in MODELS if hasattr(spec.module("cli"), "stream")]
+    return [spec.name for spec in MODELS if (cli := spec.cli()) is not None and cli.stream]
 
 
 def option_strings(groups: list) -> str:
@@ -57,8 +57,8 @@ def build_payload(args: argparse.Namespace) -> dict | str:
         return json.loads(args.json)
     # Every model's options are on the command line; the first model whose options were given
     # builds the body.
-    for cli in cli_hooks("request"):
-        payload = cli.request(args)
+    for cli in clis():
+        payload = cli.request(args) if cli.request is not None else None
         if payload is not None:
             return payload
     raise SystemExit(f"predict needs {args.model_options} or --json")
@@ -91,8 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     pred.add_argument("--json", help="a raw JSON request body")
     groups = []
     for spec in MODELS:
-        cli = spec.module("cli")
-        if cli is not None and hasattr(cli, "arguments"):
+        cli = spec.cli()
+        if cli is not None and cli.arguments is not None:
             groups.append(pred.add_argument_group(f"{spec.name} options"))
             cli.arguments(groups[-1])
     ex = sub.add_parser(
@@ -106,8 +106,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ex.add_argument("--html", type=Path, help="write the explanation as a page (text models)")
     ex.add_argument("--png", type=Path, help="write the explanation as an image (signals, images)")
     for spec in MODELS:
-        cli = spec.module("cli")
-        if cli is not None and hasattr(cli, "arguments"):
+        cli = spec.cli()
+        if cli is not None and cli.arguments is not None:
             cli.arguments(ex.add_argument_group(f"{spec.name} options"))
     streaming = stream_models()
     st = sub.add_parser("stream", parents=[common], help="stream samples chunk by chunk")
@@ -122,27 +122,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     st.add_argument("--chunk", type=int, default=500, help="samples per request")
     st.add_argument("--state-file", type=Path, help="resume from the state in it; keep it updated")
     for spec in MODELS:
-        cli = spec.module("cli")
-        if cli is not None and hasattr(cli, "stream_arguments"):
+        cli = spec.cli()
+        if cli is not None and cli.stream_arguments is not None:
             cli.stream_arguments(st.add_argument_group(f"{spec.name} options"))
     args = p.parse_args(argv)
     args.model_options = option_strings(groups)
     return args
 
 
-def model_hook(model: str, name: str) -> Any:
-    """`name` from the model's cli module, or None (an unknown model, or no such hook)."""
-    from handlers.registry import get
+def model_cli(model: str) -> Cli:
+    """The model's client parts (none for an unknown model or one without a cli.py)."""
+    from tools.registry import get
 
     try:
-        cli = get(model).module("cli")
+        cli = get(model).cli()
     except KeyError:
-        return None
-    return getattr(cli, name, None)
+        return Cli()
+    return cli if cli is not None else Cli()
 
 
 def run_stream(client, args: argparse.Namespace) -> None:
-    stream_of = model_hook(args.model, "stream")
+    stream_of = model_cli(args.model).stream
     if stream_of is None:
         raise ValueError(f"{args.model} does not stream: streaming models are {stream_models()}")
     state = None
@@ -167,7 +167,7 @@ def run_explain(client, args: argparse.Namespace) -> Any:
     answer = client.explain(args.model, payload, version=args.version)
     out = args.html or args.png
     if out is not None:
-        view = model_hook(args.model, "view")
+        view = model_cli(args.model).view
         if view is None:
             raise ValueError(f"{args.model} has no --html/--png view")
         path = view(client, args, payload, answer, out)
@@ -198,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                 answer = next(
                     (
                         a
-                        for cli in cli_hooks("predict")
-                        if (a := cli.predict(client, args, payload)) is not None
+                        for cli in clis()
+                        if cli.predict is not None
+                        and (a := cli.predict(client, args, payload)) is not None
                     ),
                     None,
                 )

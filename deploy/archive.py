@@ -1,8 +1,9 @@
 """Build model_store/<name>.mar from artifacts/<model>/ with torch-model-archiver.
 
 The archive is self-contained: the exported model for the chosen runtime, the files the manifest
-lists (tokenizer, head), manifest.json, the whole `handlers` package and the model-config.yaml
-(TorchServe batching + the handler's settings). Every file is checked against the manifest's sha256
+lists (tokenizer, head), manifest.json, the code that serves it (`serving_files`: the shared
+serving core handlers/*.py, the model's own handlers/<model>/ and its handler file; no other
+model's code and no tools) and the model-config.yaml (TorchServe batching + the handler's settings). Every file is checked against the manifest's sha256
 before it is packed, so a tampered artifact never becomes an archive.
 
     python -m deploy.archive MODEL --artifacts artifacts/MODEL --out model_store
@@ -34,6 +35,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class ArchiveBuildError(RuntimeError):
     pass
+
+
+def serving_files(model: str) -> list[Path]:
+    """The code a worker of `model` loads, relative to the repository: the shared serving core
+    (handlers/*.py but the other models' handler files), the model's own folder handlers/<model>/
+    (its model-config.yaml included) and its handler file. The Makefile's prerequisites of
+    `$(STORE)/<model>.mar` are these files (tests/unit/test_make_archive_inputs.py)."""
+    if model not in registered_models():
+        raise ArchiveBuildError(f"unknown model {model!r}; known: {', '.join(registered_models())}")
+    handlers = ROOT / "handlers"
+    others = {f"{m}_handler.py" for m in registered_models() if m != model}
+    core = [p for p in handlers.glob("*.py") if p.name not in others]
+    own = [
+        p
+        for p in (handlers / model).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    ]
+    return sorted(p.relative_to(ROOT) for p in core + own)
 
 
 def model_config_path(model: str) -> Path:
@@ -106,9 +125,10 @@ def stage_archive(
         (extra / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     else:
         shutil.copy2(artifacts / "manifest.json", extra / "manifest.json")
-    shutil.copytree(
-        ROOT / "handlers", extra / "handlers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    for rel in serving_files(model):
+        dst = extra / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dst)
     cfg_path = stage / "model-config.yaml"
     cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
     return manifest, cfg_path

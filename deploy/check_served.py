@@ -57,7 +57,7 @@ def differences(a: Any, b: Any, atol: float = 0.0, path: str = "") -> list[str]:
 
 def held_out(name: str, manifest: dict, artifacts: Path) -> HeldOut:
     """The model's questions: `served_check` in its training package's heldout.py."""
-    package = registry.get(name).training_package
+    package = f"training.{registry.get(name).name}"
     try:
         module = importlib.import_module(f"{package}.heldout")
     except ModuleNotFoundError as err:

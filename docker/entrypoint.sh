@@ -51,7 +51,11 @@ mkdir -p model_store
 # TorchServe 0.12 prefers TS_CONFIG_FILE to --ts-config: an inherited one (an activated venv sets it
 # to the checkout's config.properties) would replace this pod's settings, ports included.
 export TS_CONFIG_FILE="$WORK/config.properties"
-torchserve --start --foreground --ncs --ts-config "$TS_CONFIG_FILE" "$@" &
+# The image puts $APP (with a copy of handlers/, for `python -m deploy` and probe.py) on PYTHONPATH.
+# TorchServe 0.12 puts a worker's PYTHONPATH before the unpacked archive, so that copy would shadow
+# the archive's code (a release mixing modules of two versions): the server starts without it, and
+# each worker runs only the code its .mar carries (tests/integration/test_archive_contents.py).
+env -u PYTHONPATH torchserve --start --foreground --ncs --ts-config "$TS_CONFIG_FILE" "$@" &
 server=$!
 
 stop() {

@@ -14,15 +14,16 @@ headers (`request_header`) and the content encoding.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from handlers.errors import BadEncoding, BadField, UnsupportedMediaType
 
-BODY_KEYS = ("body", "data")
-"""REST puts a raw body under "body"; gRPC clients (and form posts) conventionally use "data"."""
+if TYPE_CHECKING:
+    from handlers.service import Request
 
 SNIFFED_TYPES = ("", "application/octet-stream", "application/x-www-form-urlencoded")
 """Content types that say nothing useful (gRPC sends none, curl -d sends form-urlencoded):
@@ -42,57 +43,7 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
-def request_body(row: dict, with_parameters: bool = False) -> tuple[str, Any]:
-    """(parameter name, value) of the one body in a TorchServe request row.
-
-    `with_parameters`: the row may carry named parameters beside the body (gRPC inputs, form
-    fields), so only "body"/"data" is a body; otherwise a lone part of any name is the body."""
-    for key in BODY_KEYS:
-        if key in row and row[key] is not None:
-            return key, row[key]
-    if len(row) == 1 and not with_parameters:
-        return next(iter(row.items()))
-    if row:
-        raise BadField(
-            f"expected one body, got {len(row)} form parts; send the body as the whole request"
-        )
-    raise BadField("the request has no body")
-
-
-def content_type_of(
-    headers: dict | None, param: str = "body", with_parameters: bool = False
-) -> str:
-    """The body's media type from TorchServe's request headers.
-
-    TorchServe keeps each parameter's content type under its name ({"body": {"content-type": ...}})
-    and the HTTP headers at the top level; the parameter's own one wins. A multipart request's
-    top-level type describes the envelope, not the part, so a part without its own type is sniffed.
-    A multipart request is one body: several parts are a 400 (`one_part`), unless the model reads
-    named parameters beside the body (`with_parameters`, as in `request_body`).
-    """
-    headers = headers or {}
-    top = request_content_type(headers)
-    if top.startswith("multipart/") and not with_parameters:
-        one_part(headers)
-    own = headers.get(param)
-    if isinstance(own, dict) and own.get("content-type"):
-        return media_type(_as_sent(own["content-type"]))
-    return "" if top.startswith("multipart/") else top
-
-
-def one_part(headers: dict) -> None:
-    """Refuse a multipart request of several parts. TorchServe hands each form part (and each
-    query parameter) over as a parameter of its own, with its own entry in the headers; the
-    handler would otherwise read the part named "body" or "data" and drop the rest unseen."""
-    parts = sum(1 for v in headers.values() if isinstance(v, dict))
-    if parts > 1:
-        raise BadField(
-            f"expected one body, got a multipart request of {parts} parts; send the body as "
-            "the whole request (or a form of one part)"
-        )
-
-
-def request_header(headers: dict | None, name: str) -> str | None:
+def request_header(headers: Mapping[str, Any] | None, name: str) -> str | None:
     """A request header's value, looked up case-insensitively (TorchServe keeps the client's case).
 
     The frontend reads header bytes as Latin-1; a client that sent UTF-8 gets its own text back in
@@ -111,7 +62,7 @@ def _as_sent(value: str) -> str:
         return value
 
 
-def request_content_type(headers: dict | None) -> str:
+def request_content_type(headers: Mapping[str, Any] | None) -> str:
     """The media type of the HTTP request itself."""
     return media_type(request_header(headers, "content-type"))
 
@@ -119,7 +70,7 @@ def request_content_type(headers: dict | None) -> str:
 IDENTITY_ENCODINGS = ("", "identity")
 
 
-def reject_content_encoding(headers: dict | None) -> None:
+def reject_content_encoding(headers: Mapping[str, Any] | None) -> None:
     """TorchServe hands compressed bodies over still compressed: name the encoding (415) rather
     than fail later on "not valid UTF-8"."""
     encoding = (request_header(headers, "content-encoding") or "").strip().lower()
@@ -220,18 +171,54 @@ def _accepted(binary_types: tuple[str, ...]) -> str:
     return " or ".join(("application/json", "text/plain", *binary_types[:1]))
 
 
-def decode_request(row: dict, headers: dict | None, binary_types: tuple[str, ...] = ()) -> Payload:
-    """One TorchServe request row (+ its headers) → Payload, or raise a RequestError.
+FORM_TYPE = "application/x-www-form-urlencoded"
 
-    With `binary_types` the row may also carry named parameters (see `request_body`)."""
+
+def body_media_type(request: Request) -> str:
+    """The body's media type: the request's own (`Request.media_type`, set by the adapter), else
+    its Content-Type header's. A multipart request's header describes the envelope, not the body:
+    such a body without its own type is sniffed ("")."""
+    if request.media_type is not None:
+        return media_type(request.media_type)
+    top = request_content_type(request.headers)
+    return "" if top.startswith("multipart/") else top
+
+
+def request_body(
+    request: Request, reads_parts: bool = False, binary_types: tuple[str, ...] = ()
+) -> tuple[Any, str]:
+    """(body, media type) of one request, or raise a RequestError: the one request layer of every
+    model (content encoding, a missing body, a form of several parts).
+
+    `reads_parts`: the model reads named parts beside the body as parameters; otherwise a
+    multipart form of several parts is a 400, since the model would read one and drop the rest
+    unseen. `binary_types` only names what the model accepts in the messages."""
+    headers = request.headers
     reject_content_encoding(headers)
-    if not row and request_content_type(headers) == "application/x-www-form-urlencoded":
-        # TorchServe drops url-encoded form bodies (what `curl -d` sends) before the handler.
-        raise UnsupportedMediaType(
-            f"form-encoded bodies are not supported; send {_accepted(binary_types)}"
+    parts = len(request.parts)
+    if request.body is None:
+        if not parts and request_content_type(headers) == FORM_TYPE:
+            # Servers drop url-encoded form bodies (what `curl -d` sends) before the model.
+            raise UnsupportedMediaType(
+                f"form-encoded bodies are not supported; send {_accepted(binary_types)}"
+            )
+        if parts:
+            raise BadField(
+                f"expected one body, got {parts} form parts; send the body as the whole request"
+            )
+        raise BadField("the request has no body")
+    if parts and not reads_parts and request_content_type(headers).startswith("multipart/"):
+        raise BadField(
+            f"expected one body, got a multipart request of {parts + 1} parts; send the body as "
+            "the whole request (or a form of one part)"
         )
-    param, value = request_body(row, with_parameters=bool(binary_types))
-    kind = content_type_of(headers, param, with_parameters=bool(binary_types))
+    return request.body, body_media_type(request)
+
+
+def decode_request(request: Request, binary_types: tuple[str, ...] = ()) -> Payload:
+    """One request → Payload, or raise a RequestError. With `binary_types` the model reads named
+    parts beside the body too (see `request_body`)."""
+    value, kind = request_body(request, bool(binary_types), binary_types)
     return decode(value, kind, binary_types)
 
 

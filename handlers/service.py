@@ -22,16 +22,15 @@ A model provides the `Model` protocol below, one class per model in `handlers/<n
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 import yaml
 
-from handlers.codec import BODY_KEYS, Reply, request_header
+from handlers.codec import Reply, request_header
 from handlers.errors import ArchiveError, InternalError, NotServed, RequestError
 from handlers.explain import WorkShare
 from handlers.manifest import read_manifest
@@ -53,25 +52,24 @@ MODEL_CONFIG = "model-config.yaml"
 
 @dataclass(frozen=True)
 class Request:
-    """One raw request, as any server receives it."""
+    """One raw request, as any server receives it: what an adapter (handlers/base.py for
+    TorchServe, training/pyfunc_model.py for MLflow, bench and the tests in process) builds once.
+    Model code reads this and nothing of the server that received it."""
 
     body: bytes | str | dict | list | None
-    """The body: raw bytes, decoded text, or JSON TorchServe already parsed (its row's body/data)."""
-    headers: Mapping[str, Any] = field(default_factory=dict)
-    """Request headers (TorchServe's per-request headers, names in the client's case)."""
+    """The body: raw bytes, decoded text, or JSON a server already parsed; None when there is none."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """HTTP-style request headers, names in the client's case (look them up with
+    handlers/codec.request_header)."""
     id: str | None = None
-    """The server's request id, for log lines and the 500 a client can quote."""
-    row: Mapping[str, Any] | None = None
-    """The TorchServe row as received, when it came through TorchServe: named parts beside the body
-    (gRPC inputs, form fields) are read from it. None in process."""
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any], headers: Mapping[str, Any], id: str | None) -> Self:
-        """A TorchServe request row: the body under "body" or "data", or its one part."""
-        body = next((row[k] for k in BODY_KEYS if row.get(k) is not None), None)
-        if body is None and len(row) == 1:
-            body = next(iter(row.values()))
-        return cls(body, headers, id, row)
+    """The request id (the client's X-Request-ID when given, else the server's), for log lines and
+    the 500 a client can quote."""
+    parts: Mapping[str, Any] = field(default_factory=dict)
+    """Named parts beside the body: gRPC inputs, form fields, OIP inputs/parameters (e.g. "explain",
+    "state")."""
+    media_type: str | None = None
+    """The body's media type (Content-Type without parameters, lower-case); None: read it from the
+    Content-Type header (handlers/codec.body_media_type)."""
 
 
 class Model(Protocol):
@@ -81,6 +79,10 @@ class Model(Protocol):
     """The served name (TorchServe's registered name), reported in every answer."""
     settings: Any
     """The parsed, validated settings (handlers/<name>/settings.py)."""
+    reads_parts: ClassVar[bool]
+    """The model reads named parts beside the body (`Request.parts`: form fields, gRPC inputs) as
+    parameters: then only a part named "body" or "data" is the body (handlers/base.py), and a
+    multipart form of several parts is not refused (handlers/codec.request_body)."""
 
     @classmethod
     def load(cls, model_dir: Path, config: dict, device: str, name: str) -> Model:
@@ -88,9 +90,8 @@ class Model(Protocol):
         a bad archive raises ArchiveError."""
         ...
 
-    def parse(self, body: Any, headers: Mapping[str, Any]) -> Any:
-        """One request's body and headers → the model's request, or raise a RequestError. A model
-        that reads named parts beside the body may take a `row` keyword too (`Request.row`)."""
+    def parse(self, request: Request) -> Any:
+        """One request → the model's request, or raise a RequestError."""
         ...
 
     def inference(self, parsed: list[Any]) -> list[Any]:
@@ -129,7 +130,7 @@ def wants_explanation(request: Request) -> bool:
     """This request's mode, from its own headers or gRPC inputs only."""
     if str(request_header(dict(request.headers), EXPLAIN_HEADER)).strip().lower() == "true":
         return True
-    value = (request.row or {}).get(EXPLAIN_INPUT)
+    value = request.parts.get(EXPLAIN_INPUT)
     if isinstance(value, bytes | bytearray):
         value = bytes(value[:8]).decode("ascii", "replace")
     return isinstance(value, str) and value.strip().lower() == "true"
@@ -212,11 +213,7 @@ class ModelService:
                     f"{self.model.name} does not explain its answers; POST the same body to "
                     f"/predictions/{self.model.name}"
                 )
-            parse: Any = self.model.parse
-            if request.row is not None and _takes_row(parse):
-                parsed = parse(request.body, request.headers, row=request.row)
-            else:
-                parsed = self.model.parse(request.body, request.headers)
+            parsed = self.model.parse(request)
             return Explain(parsed) if explain else parsed
         except RequestError as err:
             return err
@@ -300,13 +297,6 @@ def _setting(settings: Any, name: str, default: Any) -> Any:
     if value is None:
         value = getattr(getattr(settings, "serving", None), name, None)
     return default if value is None else value
-
-
-def _takes_row(parse: Any) -> bool:
-    try:
-        return "row" in inspect.signature(parse).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _checked(answers: Any, parsed: list[Any]) -> list[Any]:

@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:  # locust puts only this folder on sys.path
 
 from locust import HttpUser, events, task  # noqa: E402
 
-from handlers.registry import MODELS, get  # noqa: E402
+from tools.registry import MODELS, get  # noqa: E402
 
 MODEL = os.environ.get("OVERLOAD_MODEL") or next(
     m.name for m in MODELS if m.module("overload") is not None

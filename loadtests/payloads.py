@@ -1,12 +1,12 @@
 """Realistic request bodies for every registered model: each model's `payloads` hook
-(handlers/<model>/samples.py, handlers/registry.py) draws them, deterministically per seed."""
+(tools/<model>/samples.py, tools/registry.py) draws them, deterministically per seed."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 
-from handlers import registry
+from tools import registry
 
 
 class Payloads:
@@ -23,7 +23,7 @@ class Payloads:
         """A body for `model`; a served variant (`<model>_onnx`) gets its family's bodies."""
         spec = registry.get(model)
         if spec.name not in self._draw:
-            hook = spec.hook("payloads")
+            hook = spec.samples().payloads
             if hook is None:
                 example = spec.example()
                 self._draw[spec.name] = lambda: dict(example)
@@ -35,7 +35,7 @@ class Payloads:
 def bench_feed(model: str, n: int, **options) -> list[dict]:
     """`n` bodies of one fixed shape (the model's `bench_feed` hook, else its load payloads)."""
     spec = registry.get(model)
-    hook = spec.hook("bench_feed")
+    hook = spec.samples().bench_feed
     if hook is not None:
         return hook(n, **options)
     payloads = Payloads(0, **options)
@@ -44,9 +44,9 @@ def bench_feed(model: str, n: int, **options) -> list[dict]:
 
 def parse_weights(spec: str) -> dict[str, int]:
     """ "a:3,b:1" → {"a": 3, "b": 1} (weight 1 when omitted); "" → every registered model at
-    its `LOAD_WEIGHT` (handlers/<model>/samples.py, default 1)."""
+    its `LOAD_WEIGHT` (tools/<model>/samples.py, default 1)."""
     weights = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name, _, weight = item.partition(":")
         weights[name] = int(weight or 1)
-    return weights or {m.name: m.hook("LOAD_WEIGHT", 1) for m in registry.MODELS}
+    return weights or {m.name: m.samples().load_weight for m in registry.MODELS}

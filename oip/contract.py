@@ -116,8 +116,7 @@ def to_request(native: Native, request_id: str | None, explain: bool) -> Request
     parts = dict(native.parts)
     if explain:
         parts[EXPLAIN_INPUT] = "true"
-    row = {"body": native.body, **parts}
-    return Request(native.body, dict(native.headers), request_id, row)
+    return Request(native.body, dict(native.headers), request_id, parts)
 
 
 def parameters_of(raw: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Locust (rehearsal/locustfile.py) sending REST and gRPC predictions through it al
 1. rolling restart: each replica in turn leaves the rotation, sleeps its preStop, gets SIGTERM,
    starts again and rejoins when ready, while the other serves; expected loss: zero;
 2. kill: one replica's processes get SIGKILL; expected loss: at most what was in flight on it.
-Throughout both, each model with a rehearsal hook (handlers/<model>/rehearsal.py: start(http,
+Throughout both, each model with a rehearsal hook (tools/<model>/rehearsal.py: start(http,
 token), PATH, summarise(), problems(), report()) sends its own traffic through the balancer, e.g.
 streams that carry their state from chunk to chunk, landing on either replica, judged by its own
 expectations (--no-<model>-streams leaves one out). Both replicas mount the same state-signing
@@ -31,28 +31,28 @@ import time
 from pathlib import Path
 
 from clients.pipes import run_cli
-from handlers.registry import MODELS
 from rehearsal.balancer import Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
 from rehearsal.queueing import load_steps
+from tools.registry import MODELS
 
 TOKEN = "rehearsal-client-token"
 
 
 def load_model() -> str:
     """The model Locust sends: the first registered one with a `light_request` hook."""
-    return next(m.name for m in MODELS if m.hook("light_request"))
+    return next(m.name for m in MODELS if m.samples().light_request)
 
 
 def rehearsal_hooks() -> dict:
-    """{model: its rehearsal module} for the models that have one (handlers/<model>/rehearsal.py)."""
+    """{model: its rehearsal module} for the models that have one (tools/<model>/rehearsal.py)."""
     return {m.name: hook for m in MODELS if (hook := m.module("rehearsal")) is not None}
 
 
 def tiny_archives(work: Path, names: list[str]) -> dict[str, Path]:
     """Each named model's tiny config, trained (registry `train`) and archived."""
     from deploy.archive import build_archive
-    from handlers.registry import get
+    from tools.registry import get
 
     out = {}
     for name in names:

@@ -1,5 +1,5 @@
 """Locust users for the rehearsal: REST and gRPC predictions through the balancer, of the model
-REHEARSAL_MODEL with the bodies its `light_request` hook builds (handlers/registry.py).
+REHEARSAL_MODEL with the bodies its `light_request` hook builds (tools/registry.py).
 
 Every request's outcome goes to REHEARSAL_LOG (one JSON line: start, end, protocol, ok, error,
 replica), so the rehearsal can count what was lost around each event it caused.
@@ -22,14 +22,16 @@ import grpc.experimental.gevent as grpc_gevent  # noqa: E402
 from locust import HttpUser, User, constant_pacing, events, task  # noqa: E402
 
 from clients import stubs  # noqa: E402
-from handlers.registry import MODELS, get  # noqa: E402
+from tools.registry import MODELS, get  # noqa: E402
 
 grpc_gevent.init_gevent()  # grpc's C core must yield to gevent
 
 TOKEN = os.environ.get("REHEARSAL_TOKEN", "")
 PACING_S = float(os.environ.get("REHEARSAL_PACING_S", "0.2"))
-MODEL = os.environ.get("REHEARSAL_MODEL") or next(m.name for m in MODELS if m.hook("light_request"))
-light_request = get(MODEL).hook("light_request")
+MODEL = os.environ.get("REHEARSAL_MODEL") or next(
+    m.name for m in MODELS if m.samples().light_request
+)
+light_request = get(MODEL).samples().light_request
 _log = open(os.environ.get("REHEARSAL_LOG", os.devnull), "a", buffering=1)  # noqa: SIM115
 
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handlers.registry import MODELS
+from tools.registry import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -160,7 +160,7 @@ class Pod:
         self.state_key_file.write_text(self.state_key + "\n")
         # Each model that signs state names the variable its key file is given in (its STATE_KEY
         # hook); the pod mounts the one Secret there for all of them.
-        keys = {spec.hook("STATE_KEY") for spec in MODELS} - {None}
+        keys = {spec.samples().state_key for spec in MODELS} - {None}
         env = self._env() | dict.fromkeys(sorted(keys), str(self.state_key_file))
         self._spawn("torchserve", [str(DOCKER / "entrypoint.sh")], env)
 

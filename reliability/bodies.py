@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from handlers import registry
+from tools import registry
 
 VALID_EXAMPLES: dict[str, dict] = {m.name: m.example() for m in registry.MODELS} | {
     "standin": {"text": "hello there"},
 }
-"""One good body per model (its EXAMPLE hook, handlers/<model>/samples.py): the fuzzer damages
+"""One good body per model (its EXAMPLE hook, tools/<model>/samples.py): the fuzzer damages
 these, so it also reaches the field validation."""
 
 CONTENT_TYPES = (
@@ -234,7 +234,7 @@ def nasty_headers(draw, model: str) -> Body:
     name = draw(st.sampled_from(READ_HEADERS))
     text = draw(HEADER_TEXT).strip() or "ü"
     raw = text.encode(draw(st.sampled_from(["utf-8", "latin-1"])), "replace")
-    binary = registry.get(model).hook("binary_example") if model in registry.names() else None
+    binary = registry.get(model).samples().binary_example if model in registry.names() else None
     if binary is not None and draw(st.booleans()):
         data, ctype, _ = binary()
     else:

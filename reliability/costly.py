@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from handlers import registry
 from handlers.manifest import read_manifest
+from tools import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from handlers import registry
 from reliability.archives import build_stand_in
 from tests.support.torchserve import TorchServe, start_torchserve
+from tools import registry
 
 
 @dataclass
@@ -53,7 +53,7 @@ def real_archives(request) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def fault_archive(real_archives, stand_in_archive) -> tuple[str, Path]:
     """One archive for destructive tests: the cheapest real model, else the stand-in."""
-    for model in sorted(registry.names(), key=lambda m: registry.get(m).hook("LOAD_COST", 1)):
+    for model in sorted(registry.names(), key=lambda m: registry.get(m).samples().load_cost):
         if model in real_archives:
             return model, real_archives[model]
     return "standin", stand_in_archive

@@ -29,8 +29,8 @@ import requests
 from google.protobuf import empty_pb2
 
 from clients import stubs
-from handlers.registry import get, names
 from rehearsal.pod import Pod, pod_config
+from tools.registry import get, names
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_SOURCE = 1000

@@ -3,7 +3,7 @@ before (the settings this project had) and after (the model's model-config.yaml)
 
     python -m reliability.overload [--model M] [--users 64] [--duration-s 30] [--out reports]
 
-The model is one with an overload hook (handlers/<model>/overload.py: BEFORE, SETTINGS_SHOWN,
+The model is one with an overload hook (tools/<model>/overload.py: BEFORE, SETTINGS_SHOWN,
 SMALL, large(handler), full_size_artifacts(out); the first registered by default).
 
 A quarter of the users send the largest valid request, the rest a short text, back to back with a
@@ -27,9 +27,9 @@ import numpy as np
 import requests
 
 from deploy.archive import build_archive
-from handlers.registry import MODELS, get
 from reliability.record import record
 from tests.support.torchserve import start_torchserve
+from tools.registry import MODELS, get
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUST = Path(sys.executable).with_name("locust")

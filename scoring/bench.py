@@ -27,16 +27,16 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from handlers import registry
     from handlers.rows import answer_rows, batch_size
     from handlers.service import ModelService, serving_config
     from scoring import inputs, job
     from scoring.model import resolve
+    from tools import registry
     from training.common.machine import cpu_summary, describe_cpu
 
     cpus = os.cpu_count() or 1
     spec = registry.get(args.model)
-    feed = spec.hook("bench_feed")
+    feed = spec.samples().bench_feed
     bodies = feed(args.rows) if feed else [spec.example() for _ in range(args.rows)]
     with tempfile.TemporaryDirectory(prefix="scoring-bench-") as tmp:
         work = Path(tmp)

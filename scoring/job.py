@@ -26,9 +26,9 @@ class Scorer:
     read, answered in batches of the archive's batchSize (handlers/rows.py) and written."""
 
     def __init__(self, model: dict, id_column: str, output: str):
-        from handlers import registry
         from handlers.rows import answer_rows, batch_size
         from handlers.service import ModelService, serving_config
+        from tools import registry
 
         self.model = ModelRef(**model)
         config = serving_config(Path(self.model.config_dir))

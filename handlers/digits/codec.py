@@ -28,7 +28,7 @@ import struct
 import warnings
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -37,6 +37,9 @@ from handlers import codec
 from handlers.digits.pixels import working_factor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
+
+if TYPE_CHECKING:
+    from handlers.service import Request
 
 FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP"}
 """Media type → the only Pillow decoder tried for it."""
@@ -338,12 +341,10 @@ def _priced(request: PendingImages, settings: DigitsSettings) -> PendingImages:
     return request
 
 
-def read_request(row: dict, headers: dict, settings: DigitsSettings) -> PendingImages:
-    """One TorchServe request → its images read from their headers, checked and priced (nothing
-    decoded), or a RequestError: over `max_request_pixels` in all is 400 too_large here."""
-    codec.reject_content_encoding(headers)
-    param, value = codec.request_body(row)
-    kind = codec.content_type_of(headers, param)
+def read_request(request: Request, settings: DigitsSettings) -> PendingImages:
+    """One request → its images read from their headers, checked and priced (nothing decoded), or
+    a RequestError: over `max_request_pixels` in all is 400 too_large here."""
+    value, kind = codec.request_body(request, binary_types=IMAGE_TYPES)
     if isinstance(value, bytes | bytearray):
         data = bytes(value)
         if kind in FORMATS:
@@ -358,8 +359,8 @@ def read_request(row: dict, headers: dict, settings: DigitsSettings) -> PendingI
     return _priced(_from_json(body, settings), settings)
 
 
-def decode_request(row: dict, headers: dict, settings: DigitsSettings) -> ImageRequest:
-    """One TorchServe request → a validated ImageRequest with every image at its own size (tools
+def decode_request(request: Request, settings: DigitsSettings) -> ImageRequest:
+    """One request → a validated ImageRequest with every image at its own size (tools
     and tests; the server reads with `read_request` and decodes what its budgets admit, shrunk
     to the pixel reading's working size), or a RequestError."""
-    return read_request(row, headers, settings).decode(settings)
+    return read_request(request, settings).decode(settings)

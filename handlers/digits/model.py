@@ -8,10 +8,9 @@ serves through it unchanged (handlers/digits/predict.py reads the graph's shape 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from handlers.codec import Reply
 from handlers.digits.codec import ImageRequest, PendingImages
@@ -19,12 +18,15 @@ from handlers.digits.predict import DigitsAnswer, DigitsPredictor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import RequestError
 from handlers.explain import Explanations, bounded
+from handlers.service import Request
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
 
 class DigitsModel:
+    reads_parts: ClassVar[bool] = False
+
     def __init__(self, predictor: DigitsPredictor):
         self.predictor = predictor
         self.name = predictor.name
@@ -42,13 +44,10 @@ class DigitsModel:
         )  # fmt: skip
         return cls(predictor)
 
-    def parse(
-        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
-    ) -> PendingImages:
+    def parse(self, request: Request) -> PendingImages:
         """Read and priced from the image headers only: decoding waits until the batch's budgets
         have admitted the request (DigitsPredictor.predict, `explain`)."""
-        row = dict(row) if row is not None else {"body": body}
-        return self.predictor.read(row, dict(headers))
+        return self.predictor.read(request)
 
     def inference(
         self, parsed: list[PendingImages | RequestError]

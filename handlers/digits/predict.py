@@ -28,6 +28,7 @@ from handlers.digits.settings import DigitsSettings, parse_settings
 from handlers.errors import ArchiveError, RequestError
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
+from handlers.service import Request
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
 UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
@@ -154,14 +155,14 @@ class DigitsPredictor(Predictor[DigitsSettings]):
         return out[export.output_name], out[export.features_name], polarities
 
     # The request's side.
-    def decode(self, row: dict, headers: dict) -> ImageRequest:
+    def decode(self, request: Request) -> ImageRequest:
         """Read and decode at once, each image at its own size (tools; the server reads, admits,
         then decodes: `read`, `admitted`)."""
-        return decode_request(row, headers, self.settings)
+        return decode_request(request, self.settings)
 
-    def read(self, row: dict, headers: dict) -> PendingImages:
+    def read(self, request: Request) -> PendingImages:
         """The request's images read from their headers, checked and priced: nothing decoded."""
-        return read_request(row, headers, self.settings)
+        return read_request(request, self.settings)
 
     def admitted(self, parsed: list[Any]) -> list[Any]:
         """Read requests past the batch's decoding guard (`max_batch_decoded_bytes`, priced from

@@ -9,11 +9,11 @@ Streams (docs/clients.md): a JSON body starts one with `"stream": true` and cont
 `"state": "<the previous answer's state>"`; a float32 body does the same with the `X-Stream: start`
 and `X-Stream-State: <state>` headers. `Accept: application/octet-stream` asks for a float32 answer.
 
-TorchServe hands each request over as a dict: the body under "body" (or "data"), already
-JSON-decoded when the content type is application/json (handlers/codec.py decodes it, as for every
-model). Other keys are gRPC inputs or form fields and are read as parameters too; TorchServe 0.12's
-/predictions route does not forward the query string (measured: it parses the request with a null
-query decoder), so REST clients use headers.
+The server hands each request over as a `Request` (handlers/service.py): the body (handlers/codec.py
+decodes it, as for every model) and named parts beside it (gRPC inputs, form fields), which a
+float32 request reads as parameters too; TorchServe 0.12's /predictions route does not forward the
+query string (measured: it parses the request with a null query decoder), so REST clients use
+headers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from handlers import codec
 from handlers.codec import request_header
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, echo
 from handlers.frequency.settings import FrequencySettings
+
+if TYPE_CHECKING:
+    from handlers.service import Request
 
 FLOAT32 = "application/octet-stream"
 BINARY_TYPES = (FLOAT32, "application/x-float32")
@@ -81,17 +84,18 @@ def _text(value) -> str | None:
     return str(value)
 
 
-def _param(row: dict, headers: dict, name: str) -> str | None:
+def _param(request: Request, name: str) -> str | None:
     """A parameter of a float32 request: a form field / gRPC input, else the X- header."""
-    value = row.get(name)
+    parts = request.parts
+    value = parts.get(name)
     if value is None:
-        value = row.get(f"x-{name.replace('_', '-')}")
+        value = parts.get(f"x-{name.replace('_', '-')}")
     if value is None:
-        return request_header(headers, f"x-{name.replace('_', '-')}")
+        return request_header(request.headers, f"x-{name.replace('_', '-')}")
     return _text(value)
 
 
-def wants_binary(headers: dict) -> bool:
+def wants_binary(headers: Mapping[str, Any]) -> bool:
     accept = request_header(headers, "accept") or ""
     return any(part.split(";")[0].strip().lower() in BINARY_TYPES for part in accept.split(","))
 
@@ -192,28 +196,28 @@ def _stream_fields(stream, state) -> tuple[bool, str | None]:
     return bool(stream), state
 
 
-def _binary_stream(row: dict, headers: dict) -> tuple[bool, str | None]:
-    start = _param(row, headers, "stream")
+def _binary_stream(request: Request) -> tuple[bool, str | None]:
+    start = _param(request, "stream")
     if start is not None and start.strip().lower() != "start":
         raise BadField("X-Stream must be 'start' (continue a stream with X-Stream-State)")
-    state = _param(row, headers, "stream_state")
+    state = _param(request, "stream_state")
     return _stream_fields(True if start is not None else None, state)
 
 
-def decode_request(row: dict, headers: dict, settings: FrequencySettings) -> SignalRequest:
-    """One TorchServe request → a validated SignalRequest, or a RequestError."""
-    payload = codec.decode_request(row, headers, binary_types=BINARY_TYPES)
-    binary = wants_binary(headers)
+def decode_request(request: Request, settings: FrequencySettings) -> SignalRequest:
+    """One request → a validated SignalRequest, or a RequestError."""
+    payload = codec.decode_request(request, binary_types=BINARY_TYPES)
+    binary = wants_binary(request.headers)
     if payload.kind == "binary":
         raw = payload.value
         if len(raw) % 4:
             raise BadEncoding(f"a float32 body must be a multiple of 4 bytes, got {len(raw)}")
         _priced(len(raw) // 4, settings)
         signal = np.frombuffer(raw, dtype="<f4").astype(np.float64)
-        rate = _sample_rate(_param(row, headers, "sample_rate"), settings)
-        named = _param(row, headers, "frequencies")
+        rate = _sample_rate(_param(request, "sample_rate"), settings)
+        named = _param(request, "frequencies")
         freqs, selectors = _frequencies(named, settings)
-        start, state = _binary_stream(row, headers)
+        start, state = _binary_stream(request)
         return SignalRequest(
             _checked_signal(signal, settings), rate, freqs, selectors,
             start, state, named is not None, binary,

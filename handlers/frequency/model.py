@@ -5,10 +5,9 @@ the worker keeps nothing) within the batch's work budget, answer with typed `Ext
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from handlers.budget import within_budget
 from handlers.codec import Reply
@@ -17,12 +16,15 @@ from handlers.explain import bounded
 from handlers.frequency.codec import SignalRequest, decode_request
 from handlers.frequency.predict import Extraction, FrequencyPredictor
 from handlers.frequency.settings import FrequencySettings
+from handlers.service import Request
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
 
 class FrequencyModel:
+    reads_parts: ClassVar[bool] = True
+
     def __init__(self, predictor: FrequencyPredictor):
         self.predictor = predictor
         self.name = predictor.name
@@ -46,11 +48,8 @@ class FrequencyModel:
         log.info("frequency %s ready: runtime=%s", s.version, s.runtime)
         return cls(predictor)
 
-    def parse(
-        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
-    ) -> SignalRequest:
-        row = dict(row) if row is not None else {"body": body}
-        return decode_request(row, dict(headers), self.settings)
+    def parse(self, request: Request) -> SignalRequest:
+        return decode_request(request, self.settings)
 
     def inference(
         self, parsed: list[SignalRequest | RequestError]

@@ -5,10 +5,9 @@ its typed `Classification` (encoded in handlers/sentiment/codec.py, the model's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from handlers.budget import within_budget
 from handlers.codec import Reply, decode_request
@@ -18,12 +17,15 @@ from handlers.sentiment.codec import Classification
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
 from handlers.sentiment.settings import SentimentSettings
+from handlers.service import Request
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
 
 class SentimentModel:
+    reads_parts: ClassVar[bool] = False
+
     def __init__(self, predictor: SentimentPredictor):
         self.predictor = predictor
         self.name = predictor.name
@@ -55,10 +57,8 @@ class SentimentModel:
         )
         return cls(predictor)
 
-    def parse(
-        self, body: Any, headers: Mapping[str, Any], row: Mapping[str, Any] | None = None
-    ) -> TextRequest:
-        payload = decode_request(dict(row) if row is not None else {"body": body}, dict(headers))
+    def parse(self, request: Request) -> TextRequest:
+        payload = decode_request(request)
         return parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
 
     def inference(

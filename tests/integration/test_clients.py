@@ -30,10 +30,10 @@ from clients import (
     connect,
 )
 from clients.tokens import ENV_VARS, TokenSource
-from handlers.frequency.client import SignalStream, extract
-from handlers.frequency.samples import synthetic_signal
 from handlers.frequency.state import StateCodec, StreamState
 from tests.support.torchserve import ROOT, start_torchserve
+from tools.frequency.client import SignalStream, extract
+from tools.frequency.samples import synthetic_signal
 
 pytestmark = pytest.mark.integration
 
@@ -202,9 +202,9 @@ def test_cli_predicts_over_grpc_and_reports_bad_input_with_exit_status_2(served)
 
 
 def test_cli_predicts_digits_from_a_png_file_a_grid_and_an_upload(served, tmp_path):
-    """handlers/digits/cli.py: --image (base64 in JSON, here over gRPC), --grid (REST) and --upload
+    """tools/digits/cli.py: --image (base64 in JSON, here over gRPC), --grid (REST) and --upload
     (the file's bytes as the body) reach the same model and agree on the label."""
-    from handlers.digits.samples import EXAMPLE, binary_example
+    from tools.digits.samples import EXAMPLE, binary_example
 
     assert "digits" in served.models  # the shared server serves every registered model
     png = tmp_path / "zero.png"

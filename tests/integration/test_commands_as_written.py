@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from handlers import registry
 from tests.support.checkout import ShellError
+from tools import registry
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from clients import PROTOCOLS, connect
-from handlers import registry
 from handlers.service import ModelService, Request
 from tests.integration.test_clients import assert_close, settings_for
 from tests.support.torchserve import ROOT
+from tools import registry
 
 pytestmark = pytest.mark.integration
 

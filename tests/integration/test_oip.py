@@ -435,7 +435,7 @@ def test_explain_parameter_answers_the_models_explanation(oip_server, services):
     explanation = json.loads(_text(got["explanation"])[0])
     body = json.dumps({"texts": [REVIEWS[0]]}).encode()
     headers = {"Content-Type": "application/json"}
-    request = Request(body, headers, "in-process", {"body": body, "explain": "true"})
+    request = Request(body, headers, "in-process", {"explain": "true"})
     [reply] = services["sentiment"].handle_batch([request])
     assert explanation == json.loads(reply.body)
 

@@ -29,12 +29,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clients import stubs
-from handlers import registry
 from reliability import costly
 from reliability.bodies import valid_example
 from reliability.probes import worker_identity
 from reliability.record import fuzz_examples, record
 from reliability.surface import GrpcAttack, RestAttack, grpc_attacks, rest_attacks, rest_routes
+from tools import registry
 
 pytestmark = pytest.mark.integration
 

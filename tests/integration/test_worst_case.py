@@ -19,9 +19,9 @@ import psutil
 import pytest
 import requests
 
-from handlers import registry
 from reliability import costly
 from reliability.probes import workers
+from tools import registry
 
 pytestmark = pytest.mark.integration
 

@@ -105,8 +105,10 @@ class TorchServe:
         java_tmpdir(self.workdir).mkdir(exist_ok=True)
         cfg = self.workdir / "config.properties"
         cfg.write_text(self.config_text())
+        # Without the caller's PYTHONPATH (`make test` exports the checkout): TorchServe puts it
+        # before the unpacked archive, and a worker must run the archive's code, as in the pod.
         env = (
-            os.environ
+            {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             | {
                 "TMPDIR": str(tmp),
                 "TEMP": str(java_tmpdir(self.workdir)),

@@ -11,7 +11,7 @@ import pytest
 from bench.cpu import CpuMeter
 from bench.metrics import breakdown, parse
 from bench.report import markdown_table, plot, summary
-from handlers.registry import get, names
+from tools.registry import get, names
 
 
 def _level(c, rps, proto="rest"):
@@ -240,13 +240,14 @@ def test_replicas_time_one_bare_model_per_worker_and_add_them_up(frequency_artif
 
 @pytest.mark.parametrize("model", names())
 def test_every_registered_model_benches_in_process_through_its_own_hooks(model, request):
-    """bench names no model: each one's handlers/<model>/bench.py gives the bare runtime's feeds,
+    """bench names no model: each one's tools/<model>/bench.py gives the bare runtime's feeds,
     and its optional `stages` / handler-path timing run through the registry."""
     from bench.__main__ import bench_payloads, model_bodies
-    from bench.inprocess import InProcess, bench_hook, handler_throughput, stage_times
+    from bench.inprocess import InProcess, bench_parts, handler_throughput, stage_times
 
-    if bench_hook(model, "batches") is None:
-        pytest.skip(f"{model} has no bench.py batches(): bench skips it")
+    parts = bench_parts(model)
+    if parts is None:
+        pytest.skip(f"{model} has no bench.py BENCH: bench skips it")
     artifacts = request.getfixturevalue(f"{model}_artifacts")
     payloads = bench_payloads(model, 4, {"signal_samples": 200})
     in_process = InProcess(model, artifacts, "onnx", payloads)
@@ -255,8 +256,8 @@ def test_every_registered_model_benches_in_process_through_its_own_hooks(model, 
     lone = in_process.lone_latency(0.1)  # one request alone: what a lone client is held against
     assert lone["calls"] >= 8 and 0 < lone["p50_ms"] <= lone["p95_ms"]
     stages = stage_times(model, artifacts, "onnx", payloads, min_seconds=0.1)
-    assert (stages is None) == (bench_hook(model, "stages") is None)
-    if stages is None and get(model).hook("BENCH_BODIES"):
+    assert (stages is None) == (parts.stages is None)
+    if stages is None and get(model).samples().bench_bodies:
         for body in model_bodies(model, ["json", "float32"]):
             h = handler_throughput(model, artifacts, "onnx", payloads, body, 0.2)
             assert h["requests"] >= len(payloads) and h["rps"] > 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from handlers.frequency.samples import synthetic_signal
-from handlers.sentiment.samples import LENGTH_BUCKETS, held_out_reviews
 from loadtests.payloads import Payloads, bench_feed, parse_weights
 from loadtests.shapes import ShapeSettings, spike, steady_ramp
 from loadtests.slo import SloBounds, judge
+from tools.frequency.samples import synthetic_signal
+from tools.sentiment.samples import LENGTH_BUCKETS, held_out_reviews
 
 SHAPE = ShapeSettings(users=4, duration_s=30, ramp_s=8, spike_users=20, spike_at_s=10, spike_s=5)
 

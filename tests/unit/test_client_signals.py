@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from clients.chunks import read_chunks
-from handlers.frequency.client import STATE_HEADER, Extraction, SignalStream
+from tools.frequency.client import STATE_HEADER, Extraction, SignalStream
 
 
 def test_text_samples_are_chunked_across_lines_and_separators():

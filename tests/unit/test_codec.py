@@ -1,4 +1,5 @@
-"""handlers.codec: every shape TorchServe hands a body over in → one Payload or a RequestError."""
+"""handlers.codec: every shape TorchServe hands a body over in → one Payload or a RequestError
+(through the TorchServe adapter's row → Request rule, handlers/base.request_from_row)."""
 
 import json
 
@@ -6,8 +7,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handlers.codec import content_type_of, decode, decode_request, media_type, request_body
+from handlers.base import request_from_row
+from handlers.codec import decode, decode_request, media_type, request_body
 from handlers.errors import BadEncoding, BadField, UnsupportedMediaType
+
+
+def decode_row(row: dict, headers: dict | None, binary: tuple[str, ...] = ()):
+    """A TorchServe row decoded as a worker does: the adapter's Request, then the codec (a model
+    with binary types reads named parts)."""
+    return decode_request(request_from_row(row, headers or {}, None, bool(binary)), binary)
+
+
+def content_type_of(headers: dict | None, param: str = "body") -> str | None:
+    """The media type the adapter gives the body sent as `param`."""
+    return request_from_row({param: b""}, headers or {}).media_type
 
 
 def test_json_already_parsed_by_torchserve_passes_through():
@@ -78,18 +91,18 @@ def test_parameter_content_type_wins_over_request_header():
 
 
 def test_request_body_finds_rest_body_grpc_data_or_a_single_field():
-    assert request_body({"body": b"x"}) == ("body", b"x")
-    assert request_body({"data": b"y"}) == ("data", b"y")
-    assert request_body({"input": b"z"}) == ("input", b"z")
+    assert request_from_row({"body": b"x"}, {}).body == b"x"
+    assert request_from_row({"data": b"y"}, {}).body == b"y"
+    assert request_from_row({"input": b"z"}, {}).body == b"z"
     with pytest.raises(BadField):
-        request_body({})
+        decode_row({}, {})
     with pytest.raises(BadField):
-        request_body({"a": 1, "b": 2})
+        decode_row({"a": 1, "b": 2}, {})
 
 
 def test_decode_request_uses_the_row_and_its_headers():
     row = {"body": b"plain words"}
-    assert decode_request(row, {"body": {"content-type": "text/plain"}}).kind == "text"
+    assert decode_row(row, {"body": {"content-type": "text/plain"}}).kind == "text"
 
 
 @given(st.text(alphabet=st.characters(exclude_categories=("Cs",))))
@@ -105,30 +118,30 @@ def test_any_json_object_survives_byte_transport(obj):
 def test_multipart_part_without_its_own_type_is_sniffed_not_refused():
     headers = {"data": {"content-type": ""}, "Content-Type": "multipart/form-data; boundary=x"}
     assert content_type_of(headers, "data") == ""
-    assert decode_request({"data": b"great movie"}, headers).value == "great movie"
+    assert decode_row({"data": b"great movie"}, headers).value == "great movie"
 
 
 def test_form_encoded_request_that_torchserve_emptied_gets_a_415_hint():
     with pytest.raises(UnsupportedMediaType, match="form-encoded"):
-        decode_request({}, {"Content-Type": "application/x-www-form-urlencoded"})
+        decode_row({}, {"Content-Type": "application/x-www-form-urlencoded"})
     with pytest.raises(BadField, match="no body"):
-        decode_request({}, {})
+        decode_row({}, {})
 
 
 def test_a_models_binary_types_stay_bytes_and_its_parameters_are_not_bodies():
-    from handlers.codec import Payload, decode_request
+    from handlers.codec import Payload
 
     raw = b"\x00\x00\x80?"
     headers = {"body": {"content-type": "application/octet-stream"}}
     binary = ("application/octet-stream",)
-    assert decode_request({"body": bytearray(raw)}, headers, binary) == Payload("binary", raw)
+    assert decode_row({"body": bytearray(raw)}, headers, binary) == Payload("binary", raw)
     # Without binary types the same body is sniffed as text (sentiment's contract).
-    assert decode_request({"body": b"hi"}, headers).kind == "text"
+    assert decode_row({"body": b"hi"}, headers).kind == "text"
     # With them, a lone form field is a parameter, not the body.
     with pytest.raises(BadField, match="form parts"):
-        decode_request({"sample_rate": b"1000"}, {}, binary)
+        decode_row({"sample_rate": b"1000"}, {}, binary)
     with pytest.raises(UnsupportedMediaType, match="application/octet-stream"):
-        decode_request({"body": b"x"}, {"body": {"content-type": "image/png"}}, binary)
+        decode_row({"body": b"x"}, {"body": {"content-type": "image/png"}}, binary)
 
 
 def test_a_multipart_request_of_several_parts_is_one_400_not_its_body_part_alone():
@@ -141,13 +154,13 @@ def test_a_multipart_request_of_several_parts_is_one_400_not_its_body_part_alone
     }
     row = {"data": b"great movie", "other": b"ignored"}
     with pytest.raises(BadField, match="multipart request of 2 parts") as info:
-        decode_request(row, headers)
+        decode_row(row, headers)
     assert info.value.status == 400
     with pytest.raises(BadField, match="2 parts"):
-        content_type_of(headers, "data")
+        request_body(request_from_row(row, headers))
     # One part is a body like any other.
     one = {k: v for k, v in headers.items() if k != "other"}
-    assert decode_request({"data": b"great movie"}, one).value == "great movie"
+    assert decode_row({"data": b"great movie"}, one).value == "great movie"
 
 
 def test_a_model_with_named_parameters_reads_them_beside_a_multipart_body():
@@ -158,4 +171,4 @@ def test_a_model_with_named_parameters_reads_them_beside_a_multipart_body():
     }
     binary = ("application/octet-stream",)
     row = {"body": b"\x00\x00\x80?", "sample_rate": b"1000"}
-    assert decode_request(row, headers, binary).kind == "binary"
+    assert decode_row(row, headers, binary).kind == "binary"

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from handlers import codec as shared_codec
 from handlers.frequency import codec as fcodec
-from handlers.registry import MODELS, get, names
 from handlers.sentiment import codec as scodec
 from handlers.sentiment.codec import Classification
 from handlers.sentiment.model import SentimentModel
+from handlers.service import Request
+from tools.registry import MODELS, get, names
 
 # The three settings the codec reads (the rest is the predictor's).
 FSET = SimpleNamespace(frequencies=(1.0, 3.0, 5.0, 7.0), sample_rate=1000, max_samples=4096)
@@ -30,11 +31,11 @@ STATE = st.none() | st.text("ABCDEFabcdef0123456789-_", min_size=1, max_size=40)
 def _server_decode(body, headers: dict) -> fcodec.SignalRequest:
     """What TorchServe hands the handler: a JSON body already decoded, a binary one as bytes."""
     if isinstance(body, dict):
-        row = {"body": json.loads(json.dumps(body))}
+        body = json.loads(json.dumps(body))
         headers = headers | {"Content-Type": "application/json"}
     else:
-        row = {"body": bytearray(body)}
-    return fcodec.decode_request(row, headers, FSET)
+        body = bytearray(body)
+    return fcodec.decode_request(Request(body, headers), FSET)
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,7 +96,7 @@ TEXT = st.text(min_size=1, max_size=40).filter(str.strip)
 def test_sentiment_request_and_answer_round_trip(texts):
     sent = json.dumps(scodec.request_json(texts), ensure_ascii=False).encode()
     payload = shared_codec.decode_request(
-        {"body": json.loads(sent)}, {"Content-Type": "application/json"}
+        Request(json.loads(sent), {"Content-Type": "application/json"})
     )
     try:
         request = scodec.parse_texts(payload, max_bytes=8192, max_texts=16)
@@ -138,7 +139,7 @@ def test_registry_names_each_model_once_and_finds_variants():
 
 def test_every_binary_example_decodes_on_the_server():
     for m in MODELS:
-        binary = m.hook("binary_example")
+        binary = m.samples().binary_example
         if binary is None:
             continue
         body, ctype, headers = binary()

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from handlers.base import request_from_row
 from handlers.digits.codec import decode_request
 from handlers.digits.pixels import graph_batch, graph_input, resize
 from handlers.digits.settings import DigitsExport, parse_settings
@@ -33,7 +34,8 @@ def decode(body, content_type="application/json", **headers):
     if content_type == "application/json" and not isinstance(body, bytes | str):
         body = json.loads(json.dumps(body))
     return decode_request(
-        {"body": body}, {"body": {"content-type": content_type}} | headers, SETTINGS
+        request_from_row({"body": body}, {"body": {"content-type": content_type}} | headers),
+        SETTINGS,
     )
 
 

@@ -51,7 +51,7 @@ def b64(data: bytes) -> str:
 
 
 def read_json(body: dict, settings=DEFAULTS) -> PendingImages:
-    return read_request({"body": json.loads(json.dumps(body))}, JSON, settings)
+    return read_request(Request(json.loads(json.dumps(body)), JSON), settings)
 
 
 def test_the_18_kb_request_of_64_one_colour_webps_is_refused_before_a_pixel_is_decoded():
@@ -64,7 +64,7 @@ def test_the_18_kb_request_of_64_one_colour_webps_is_refused_before_a_pixel_is_d
     started = time.perf_counter()
     try:
         with pytest.raises(TooLarge) as info:
-            decode_request({"body": json.loads(json.dumps(body))}, JSON, DEFAULTS)
+            decode_request(Request(json.loads(json.dumps(body)), JSON), DEFAULTS)
         seconds = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -110,7 +110,7 @@ def held_out_images() -> list[Image.Image]:
 def model_inputs(data: bytes, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     """(full-size decode then the reading's block mean, the server's priced decode) of one file."""
     body = {"image": b64(data)}
-    full = decode_request({"body": body}, JSON, DEFAULTS).images[0]
+    full = decode_request(Request(body, JSON), DEFAULTS).images[0]
     served = read_json(body).decode(DEFAULTS, shrink=True).images[0]
     k = working_factor(*full.shape, (8, 8))
     return (full if k == 1 else block_mean(full, k)), served
@@ -174,7 +174,7 @@ def test_held_out_digits_get_the_same_answers_through_the_priced_path(predictor)
         ]
         for at in range(0, len(files), 32):  # 32 x 512 x 512 is within max_request_pixels
             body = {"images": files[at : at + 32]}
-            old = predictor.classify(list(decode_request({"body": body}, JSON, DEFAULTS).images))
+            old = predictor.classify(list(decode_request(Request(body, JSON), DEFAULTS).images))
             [new] = predictor.predict([read_json(body)])
             assert isinstance(new, DigitsAnswer)
             assert [c.label for c in new.predictions] == [c.label for c in old], (side, fmt)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from handlers.frequency.explain_view import render_png
-from handlers.sentiment.explain_view import AWAY, TOWARD, render_html
+from tools.frequency.explain_view import render_png
+from tools.sentiment.explain_view import AWAY, TOWARD, render_html
 
 TEXT = "A <b>warm</b> film, but the ending was dull & slow."
 

@@ -60,11 +60,10 @@ def test_each_request_keeps_its_own_mode_in_process_and_served(toy_dir):  # noqa
 def test_grpc_asks_with_an_explain_input_beside_the_body(toy_dir):  # noqa: F811
     service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG)
     body = json.dumps({"text": "good fun"}).encode()
-    grpc_row = {"body": body, "explain": b"true"}
-    [reply] = service.handle_batch([Request(body, {"body": "application/json"}, "g", grpc_row)])
+    grpc_parts = {"explain": b"true"}  # an input beside the body
+    [reply] = service.handle_batch([Request(body, {}, "g", grpc_parts)])
     assert [w["text"] for w in json.loads(reply.body)["words"]] == ["good", "fun"]
-    plain = {"body": body}
-    [reply] = service.handle_batch([Request(body, {"body": "application/json"}, "p", plain)])
+    [reply] = service.handle_batch([Request(body, {}, "p")])
     assert "label" in json.loads(reply.body)
 
 
@@ -168,7 +167,7 @@ def test_the_longest_text_a_prediction_takes_is_explained_within_its_price(toy_d
     longest = " ".join(["good", "fun", "plot", "bad"] * 60)[: config["max_text_bytes"]]
     assert bodies(in_process(service, [json_request({"text": longest}, 0)]))[0][0] == 200
     model = service.model
-    [parsed] = [model.parse(json.dumps({"text": longest}).encode(), {})]
+    [parsed] = [model.parse(Request(json.dumps({"text": longest}).encode()))]
     tokens = model.predictor.encoder.token_count(model.predictor.encoder.pieces([longest]))
     assert model.explain_cost(parsed) == 6 * tokens <= model.settings.max_explain_tokens
     [(status, body)] = bodies(in_process(service, [json_request({"text": longest}, 0, **EXPLAIN)]))

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from handlers.base import request_from_row
 from handlers.errors import (
     BadEncoding,
     BadField,
@@ -12,7 +13,8 @@ from handlers.errors import (
     TooLarge,
     UnsupportedMediaType,
 )
-from handlers.frequency.codec import decode_request
+from handlers.frequency import codec as fcodec
+from handlers.frequency.model import FrequencyModel
 from handlers.frequency.settings import parse_settings
 
 EXPORT = {
@@ -24,6 +26,12 @@ EXPORT = {
 SETTINGS = parse_settings({"handler": EXPORT}, {"max_samples": 100})
 JSON_HEADERS = {"body": {"content-type": "application/json"}}
 RAW_HEADERS = {"body": {"content-type": "application/octet-stream"}}
+
+
+def decode_request(row: dict, headers: dict, settings) -> fcodec.SignalRequest:
+    """A TorchServe row as the worker reads it: the adapter's Request, then the model's codec."""
+    request = request_from_row(row, headers, None, FrequencyModel.reads_parts)
+    return fcodec.decode_request(request, settings)
 
 
 def test_json_request_defaults_to_all_frequencies():

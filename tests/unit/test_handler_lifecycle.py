@@ -48,10 +48,10 @@ def test_a_mode_header_on_request_0_does_not_switch_the_batch(handler, signal, m
 def test_an_unexpected_exception_in_one_parse_is_that_requests_500(handler, signal, monkeypatch):
     parse = handler.service.model.parse
 
-    def fragile(body, headers, row=None):
-        if b"poison" in body:
+    def fragile(request):
+        if b"poison" in request.body:
             raise ZeroDivisionError("a bug nobody expected")
-        return parse(body, headers, row=row)
+        return parse(request)
 
     monkeypatch.setattr(handler.service.model, "parse", fragile)
     neighbour = good(signal)

@@ -59,3 +59,39 @@ def test_changing_any_input_of_an_archive_makes_it_out_of_date(built, changed):
     out = make(variables, mar, "-n", "-W", changed)
     assert "deploy.archive sentiment" in out.stdout, out.stdout + out.stderr
     assert "training.sentiment" not in out.stdout  # the artifacts themselves are up to date
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "tools/sentiment/cli.py",
+        "tools/sentiment/samples.py",
+        "handlers/digits/predict.py",
+        "handlers/frequency_handler.py",
+    ],
+)
+def test_a_tool_part_or_another_models_code_rebuilds_no_archive(built, changed):
+    """The archive carries neither (deploy/archive.serving_files), so neither is its input: the
+    whole handlers/ package was, and editing digits/cli.py rebuilt all three archives."""
+    variables, mar = built
+    assert (ROOT / changed).is_file()
+    out = make(variables, mar, "-n", "-W", changed)
+    assert out.returncode == 0, out.stderr
+    assert "deploy.archive" not in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("model", ["sentiment", "frequency", "digits"])
+def test_the_prerequisites_of_an_archive_are_the_code_it_carries(built, model):
+    from deploy.archive import serving_files
+
+    variables, _ = built
+    store = next(v for v in variables if v.startswith("STORE=")).split("=", 1)[1]
+    target = f"{store}/{model}.mar"
+    out = make(variables, target, "-p", "-n", "-q")
+    [line] = [x for x in out.stdout.splitlines() if x.startswith(f"{target}:")]
+    prerequisites = set(line.split(":", 1)[1].split("|")[0].split())
+    artifacts = {p for p in prerequisites if p.endswith(f"{model}/manifest.json")}
+    assert len(artifacts) == 1
+    code = prerequisites - {"deploy/archive.py"} - artifacts
+    assert code == {str(p) for p in serving_files(model)}
+    assert f"handlers/{model}_handler.py" in code and f"handlers/{model}/model.py" in code

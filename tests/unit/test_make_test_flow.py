@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from handlers.registry import names
+from tools.registry import names
 
 ROOT = Path(__file__).resolve().parents[2]
 

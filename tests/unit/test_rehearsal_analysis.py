@@ -2,9 +2,9 @@
 
 import json
 
-from handlers.frequency.rehearsal import problems as stream_problems
-from handlers.frequency.rehearsal import summarise
 from rehearsal.__main__ import analyse, verdict
+from tools.frequency.rehearsal import problems as stream_problems
+from tools.frequency.rehearsal import summarise
 
 
 def entry(start, end, ok=True, replica="a", kind="POST"):

@@ -51,13 +51,20 @@ class FakeContext:
 
 def served(handler, requests: list[Request]) -> list[tuple[int, str, object, dict]]:
     """Through the adapter: (status, content type, body, response headers) per request."""
-    ctx = FakeContext(Path("unused"), {}, [dict(r.headers) for r in requests])
+    ctx = FakeContext(Path("unused"), {}, [torchserve_headers(r) for r in requests])
     ctx.request_ids = {i: r.id for i, r in enumerate(requests)}
-    out = handler.handle([{"body": r.body} for r in requests], ctx)
+    out = handler.handle([{"body": r.body} | dict(r.parts) for r in requests], ctx)
     return [
         (ctx.status.get(i, 200), ctx.content_type[i], body, ctx.response_headers[i])
         for i, body in enumerate(out)
     ]
+
+
+def torchserve_headers(request: Request) -> dict:
+    """The headers TorchServe hands a worker for this request: the body's own content type under
+    its parameter name beside the HTTP headers."""
+    own = {} if request.media_type is None else {"body": {"content-type": request.media_type}}
+    return own | dict(request.headers)
 
 
 def in_process(service: ModelService, requests: list[Request]):
@@ -82,9 +89,9 @@ def toy_dir(tmp_path_factory) -> Path:
 def json_request(payload, i: int, **headers) -> Request:
     return Request(
         json.dumps(payload).encode(),
-        {"body": {"content-type": "application/json"}, "Content-Type": "application/json"}
-        | headers,
+        {"Content-Type": "application/json"} | headers,
         f"req-{i}",
+        media_type="application/json",
     )
 
 
@@ -92,9 +99,7 @@ def sentiment_batch() -> list[Request]:
     return [
         json_request({"text": LONG}, 0),
         json_request({"texts": ["good fun", "awful plot"]}, 1),
-        Request(
-            b"{not json", {"body": {"content-type": "application/json"}, "Accept": "*/*"}, "req-2"
-        ),
+        Request(b"{not json", {"Accept": "*/*"}, "req-2", media_type="application/json"),
         json_request({"text": "good"}, 3, explain="True"),
         json_request({"text": LONG}, 4),  # past the budget below: 503
         json_request({"text": "not very good"}, 5),
@@ -133,11 +138,9 @@ def test_frequency_in_process_answers_equal_the_adapters_float32_included(
         json_request({"signal": signal.tolist(), "stream": True}, 1),
         Request(
             signal.tobytes(),
-            {
-                "body": {"content-type": "application/octet-stream"},
-                "Accept": "application/octet-stream",
-            },
+            {"Accept": "application/octet-stream"},
             "req-2",
+            media_type="application/octet-stream",
         ),
         json_request({"signal": []}, 3),
     ]

@@ -70,3 +70,29 @@ def test_every_torchserve_started_with_ts_config_also_sets_ts_config_file():
     assert {"docker/entrypoint.sh", "tests/support/torchserve.py"} <= set(launchers)
     unguarded = [f for f in launchers if "TS_CONFIG_FILE" not in (ROOT / f).read_text()]
     assert not unguarded, f"start TorchServe but leave TS_CONFIG_FILE to the caller: {unguarded}"
+
+
+def test_the_entrypoint_starts_torchserve_without_the_images_pythonpath(tmp_path):
+    """The image's PYTHONPATH (/opt/torchserve/app, with a copy of handlers/) would come before the
+    unpacked archive in every worker's sys.path and shadow the archive's code."""
+    seen = tmp_path / "seen"
+    fake = tmp_path / "bin" / "torchserve"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "${{PYTHONPATH-unset}}" >> {seen}\n')
+    fake.chmod(0o755)
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "inference_address").write_text("http://127.0.0.1:1")
+    env = os.environ | {
+        "PATH": f"{fake.parent}:{os.environ['PATH']}",
+        "PYTHONPATH": "/opt/torchserve/app",  # the image's ENV
+        "TS_WORKDIR": str(tmp_path / "work"),
+        "TS_CONFIG_DIR": str(config_dir),
+        "TS_APP_DIR": str(ROOT),
+        "TMPDIR": str(tmp_path / "tmp"),
+    }
+    out = subprocess.run(
+        [str(ROOT / "docker/entrypoint.sh")], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    assert seen.read_text().split() == ["unset"]

@@ -1,4 +1,4 @@
-"""This model's hooks for the shared tools (handlers/registry.py): example bodies and load payloads.
+"""This model's hooks for the shared tools (tools/registry.py): example bodies and load payloads.
 
 Load-test images are the held-out test split of scikit-learn's bundled digits (the last 297,
 never trained or calibrated on: training/digits/data.py), as JSON grids of 0..16.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import random
 from collections.abc import Callable
+
+from tools.plugin import Samples
 
 # A "0" from load_digits (0..16 grey levels, 8x8).
 EXAMPLE = {
@@ -71,3 +73,15 @@ def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
     images = load_digits().images[-TEST_IMAGES:].astype(int).tolist()
     rng = random.Random(seed)
     return [{"image": rng.choice(images)} for _ in range(n)]
+
+
+SAMPLES = Samples(
+    example=EXAMPLE,
+    binary_example=binary_example,
+    payloads=payloads,
+    bench_feed=bench_feed,
+    load_weight=LOAD_WEIGHT,
+    load_cost=LOAD_COST,
+    light_request=light_request,
+)
+"""This model's hooks for the shared tools (tools/plugin.py)."""

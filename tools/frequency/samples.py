@@ -1,4 +1,4 @@
-"""This model's hooks for the shared tools (handlers/registry.py): example bodies, load payloads,
+"""This model's hooks for the shared tools (tools/registry.py): example bodies, load payloads,
 its training options and its stream-state key."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from handlers.frequency.state import KEY_FILE_ENV
+from tools.plugin import Samples
 
 # "stream": damaged copies also reach the stream fields and the state the answer signs.
 EXAMPLE = {"signal": [0.0, 0.5, 1.0, 0.5, 0.0, -0.5, -1.0, -0.5] * 16, "stream": True}
@@ -97,3 +98,18 @@ def bench_feed(n: int, seed: int = 0, signal_samples: int = 2000, **_) -> list[d
     """Every signal the same length, asking for every frequency: the shape bench ratios quote."""
     draw = payloads(seed, signal_lengths=(signal_samples,), extract=(EXTRACT[-1],))
     return [draw() for _ in range(n)]
+
+
+SAMPLES = Samples(
+    example=EXAMPLE,
+    binary_example=binary_example,
+    payloads=payloads,
+    bench_feed=bench_feed,
+    bench_arguments=bench_arguments,
+    bench_bodies=BENCH_BODIES,
+    train_args=train_args,
+    load_weight=LOAD_WEIGHT,
+    load_cost=LOAD_COST,
+    state_key=STATE_KEY,
+)
+"""This model's hooks for the shared tools (tools/plugin.py)."""

@@ -1,4 +1,4 @@
-"""This model's options for `python -m clients` (the hooks handlers/registry.py describes).
+"""This model's options for `python -m clients` (the hooks tools/registry.py describes).
 
 python -m clients predict sentiment --text "A warm, funny film" --protocol grpc
 python -m clients predict sentiment --text "Loved it" --text "Hated it"
@@ -8,6 +8,8 @@ python -m clients explain sentiment --text "A warm, funny film" --html why.html
 from __future__ import annotations
 
 import argparse
+
+from tools.plugin import Cli
 
 
 def arguments(group: argparse._ArgumentGroup) -> None:
@@ -27,7 +29,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     {"texts": [...]} request gets one section per text)."""
     from pathlib import Path
 
-    from handlers.sentiment.explain_view import render_html
+    from tools.sentiment.explain_view import render_html
 
     if args.png:
         raise ValueError("sentiment explanations are pages: use --html")
@@ -36,3 +38,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     pages = [render_html(t, a) for t, a in zip(texts, answers, strict=True)]
     Path(path).write_text(pages[0] if len(pages) == 1 else "\n".join(pages), encoding="utf-8")
     return path
+
+
+CLI = Cli(arguments=arguments, request=request, view=view)
+"""This model's `python -m clients` parts (tools/plugin.py)."""

@@ -1,4 +1,4 @@
-"""This model's options for `python -m clients` (the hooks handlers/registry.py describes).
+"""This model's options for `python -m clients` (the hooks tools/registry.py describes).
 
 python -m clients predict frequency --synthetic 400 --sample-rate 1000 --frequencies 1,3
 python -m clients predict frequency --signal 0.1,0.5,0.9 --sample-rate 1000
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from handlers.frequency.client import SignalStream, extract
+from tools.frequency.client import SignalStream, extract
+from tools.plugin import Cli
 
 
 def arguments(group: argparse._ArgumentGroup) -> None:
@@ -46,7 +47,7 @@ def request(args: argparse.Namespace) -> dict | None:
     if args.signal is None and not args.synthetic:
         return None
     if args.synthetic:
-        from handlers.frequency.samples import synthetic_signal
+        from tools.frequency.samples import synthetic_signal
 
         signal = synthetic_signal(args.synthetic, args.sample_rate, seed=args.seed).tolist()
     else:
@@ -85,10 +86,21 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     and the attribution of every sample."""
     import numpy as np
 
-    from handlers.frequency.explain_view import render_png
+    from tools.frequency.explain_view import render_png
 
     if args.html:
         raise ValueError("frequency explanations are images: use --png")
     prediction = client.predict(args.model, payload, version=args.version)
     rate = float(payload.get("sample_rate") or prediction["sample_rate"])
     return render_png(np.asarray(payload["signal"]), rate, prediction, answer, path)
+
+
+CLI = Cli(
+    arguments=arguments,
+    request=request,
+    predict=predict,
+    stream_arguments=stream_arguments,
+    stream=stream,
+    view=view,
+)
+"""This model's `python -m clients` parts (tools/plugin.py)."""

@@ -1,5 +1,5 @@
 """Frequency streams through the balancer while the rehearsal's events happen: this model's
-rehearsal hook (`make rehearse`, rehearsal/__main__.py; handlers/registry.py): start(), PATH,
+rehearsal hook (`make rehearse`, rehearsal/__main__.py; tools/registry.py): start(), PATH,
 summarise(), problems(), report().
 
 The stateless stream protocol (handlers/frequency/state.py, docs/clients.md): the first chunk
@@ -26,7 +26,7 @@ import numpy as np
 import requests
 
 from handlers.frequency import codec
-from handlers.frequency.client import Extraction
+from tools.frequency.client import Extraction
 
 PATH = "/predictions/frequency"
 RESEND = {None, 502, 503, 504}

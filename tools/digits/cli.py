@@ -1,4 +1,4 @@
-"""This model's options for `python -m clients` (the hooks handlers/registry.py describes).
+"""This model's options for `python -m clients` (the hooks tools/registry.py describes).
 
 python -m clients predict digits --image seven.png                    # base64 in JSON, REST or gRPC
 python -m clients predict digits --image a.png --image b.jpg          # a batch request: a list back
@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from clients.client import decode_answer
+from tools.plugin import Cli
 
 
 def arguments(group: argparse._ArgumentGroup) -> None:
@@ -92,7 +93,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     import numpy as np
     from PIL import Image
 
-    from handlers.digits.explain_view import render_png
+    from tools.digits.explain_view import render_png
 
     if args.html:
         raise ValueError("digits explanations are images: use --png")
@@ -107,3 +108,7 @@ def view(client, args: argparse.Namespace, payload, answer, path):
     else:
         grey = np.asarray(image, dtype=np.float32) / 16.0
     return render_png(grey, first, path)
+
+
+CLI = Cli(arguments=arguments, request=request, predict=predict, view=view)
+"""This model's `python -m clients` parts (tools/plugin.py)."""

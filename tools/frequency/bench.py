@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.plugin import Bench
+
 
 def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
     """The sequence model's runtime call and its inputs, `batch` requests at a time: decoded,
@@ -16,11 +18,12 @@ def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], 
     from handlers.frequency.engine import FrequencyEngine, model_inputs
     from handlers.frequency.settings import parse_settings
     from handlers.frequency.windowing import split
+    from handlers.service import Request
 
     manifest = json.loads((artifacts / "manifest.json").read_text())
     settings = parse_settings(manifest, handler | {"runtime": runtime})
     engine = FrequencyEngine(settings, artifacts)
-    requests = [decode_request({"body": p}, {}, settings) for p in payloads]
+    requests = [decode_request(Request(p), settings) for p in payloads]
     feeds = []
     for i in range(0, len(requests), batch):
         rows, selectors = [], []
@@ -40,3 +43,7 @@ def load(artifacts: Path, config: dict):
     from handlers.frequency.model import FrequencyModel
 
     return FrequencyModel.load(artifacts, config, state_key=b"bench-only-state-key")
+
+
+BENCH = Bench(batches=batches, load=load)
+"""This model's `python -m bench` parts (tools/plugin.py)."""

@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+from tools.plugin import Bench
+
 
 def _predictor(artifacts: Path, runtime: str, handler: dict):
     from handlers.sentiment.predict import SentimentPredictor
@@ -74,3 +76,7 @@ def stages(
         if time.perf_counter() - start >= min_seconds:
             break
     return {k: round(v / done * 1e3, 3) for k, v in totals.items()} | {"requests": done}
+
+
+BENCH = Bench(batches=batches, stages=stages)
+"""This model's `python -m bench` parts (tools/plugin.py)."""

@@ -2,7 +2,7 @@
 codec (handlers/frequency/codec.py) the server itself decodes with.
 
     from clients import connect
-    from handlers.frequency.client import SignalStream
+    from tools.frequency.client import SignalStream
     with connect("grpc") as client:
         stream = SignalStream(client, frequencies=(1, 3))
         for chunk in chunks:                # any length, any number

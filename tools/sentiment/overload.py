@@ -1,5 +1,5 @@
 """This model's overload case (`python -m reliability.overload`, loadtests/overload.py; the hooks
-handlers/registry.py describes): a full-size encoder, what its settings were before the work was
+tools/registry.py describes): a full-size encoder, what its settings were before the work was
 bounded, and the short and the largest valid request of the mixed load.
 """
 

@@ -1,0 +1,1 @@
+"""The digits model's tool parts (tools/__init__.py); its serving code is handlers/digits/."""

@@ -1,0 +1,75 @@
+"""What a model's tool parts declare for the shared tools, as typed values: `SAMPLES` (a `Samples`)
+in tools/<name>/samples.py, `CLI` (a `Cli`) in its cli.py, `BENCH` (a `Bench`) in its bench.py.
+mypy checks each hook's type where the model declares it and where a tool reads it
+(`tools.registry.ToolSpec.samples()`, `.cli()`, `.bench()`), and a misspelt hook is a type error,
+not "this model does not support it". docs/adding-a-model.md lists each field."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Samples:
+    example: Mapping[str, Any] = field(default_factory=dict)
+    """One valid JSON body: probes, fuzzing, neighbours, the flood's victims."""
+    binary_example: Callable[[], tuple[bytes, str, dict[str, str]] | None] | None = None
+    """A valid non-JSON body (bytes, content type, headers) for the surface tests."""
+    payloads: Callable[..., Callable[[], dict]] | None = None
+    """payloads(seed=...) → a draw of load-test request bodies, deterministic per seed."""
+    bench_feed: Callable[..., list[dict]] | None = None
+    """bench_feed(n, seed=0, **opts): `python -m bench`'s `n` bodies of one fixed shape."""
+    bench_arguments: Callable[[Any], None] | None = None
+    """`python -m bench` options of its own (an argparse group); their values reach bench_feed."""
+    bench_bodies: tuple[str, ...] = ()
+    """Body kinds bench sends it ("json", "float32"); empty: JSON only, no handler timing."""
+    fp16_atol: Callable[[], float] | None = None
+    """bench/gpu_check.py: the serving fp16 gate a GPU run is checked against."""
+    train_args: Callable[[], list[str]] | None = None
+    """Extra `python -m training.<name>` options `make train` passes."""
+    load_weight: int = 1
+    """Load-test tasks of this model per task of a weight-1 model."""
+    load_cost: int = 1
+    """Relative serving cost: the cheapest model takes the destructive (fault) tests."""
+    state_key: str | None = None
+    """The variable naming its signing-key file; the pods mount the one Secret there."""
+    light_request: Callable[[int], dict] | None = None
+    """A small varied body: the rehearsal's Locust users send the first model that has it."""
+
+
+@dataclass(frozen=True)
+class Cli:
+    """`python -m clients` parts of a model (tools/<name>/cli.py). Option names must not clash with
+    another model's."""
+
+    arguments: Callable[[Any], None] | None = None
+    """arguments(group): adds `predict`/`explain` options to an argparse group."""
+    request: Callable[[argparse.Namespace], dict | None] | None = None
+    """request(args): the JSON body from its options (None when none was given)."""
+    predict: Callable[[Any, argparse.Namespace, Any], Any] | None = None
+    """predict(client, args, payload): the answer, called its own way (a binary body, say), or None."""
+    stream_arguments: Callable[[Any], None] | None = None
+    """stream_arguments(group): `python -m clients stream` options."""
+    stream: Callable[[Any, argparse.Namespace, str | None], Any] | None = None
+    """stream(client, args, state): an object with `.send(chunk)` and `.state`: the model streams."""
+    view: Callable[[Any, argparse.Namespace, Any, Any, Path], Any] | None = None
+    """view(client, args, payload, answer, path): writes an explanation's page or image."""
+
+
+@dataclass(frozen=True)
+class Bench:
+    """`python -m bench`'s in-process parts of a model (tools/<name>/bench.py; it may import the
+    runtime stack: only bench loads it)."""
+
+    batches: Callable[..., tuple[Callable[..., Any], list[tuple[Any, int]]]]
+    """batches(artifacts, runtime, handler, payloads, batch) -> (run, [(feed, n), ...]): the bare
+    runtime call and its inputs, prepared with the handler's own code."""
+    stages: Callable[..., dict] | None = None
+    """stages(artifacts, runtime, handler, payloads, batch, min_seconds) -> its inference stage
+    taken apart, ms per request."""
+    load: Callable[[Path, dict], Any] | None = None
+    """load(artifacts, config) -> the model the handler-path timing runs (default: its MODEL.load)."""
