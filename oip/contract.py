@@ -1,7 +1,7 @@
 """Tensors ↔ a model's own requests and answers, from the model's tensor contract.
 
 Each registered model declares its Open Inference Protocol tensors once, in handlers/<name>/oip.py
-(found through the registry, `ModelSpec.module("oip")`):
+(handlers/<family>/oip.py of a registered model):
 
     inputs(settings) -> tuple[Tensor, ...]     the input tensors it reads (metadata lists them)
     outputs(settings) -> tuple[Tensor, ...]    the output tensors its answers carry
@@ -16,6 +16,7 @@ model's settings (labels, frequencies, image sizes), so nothing about a model is
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Mapping
 from types import ModuleType
@@ -44,9 +45,13 @@ class Contract:
     """One loaded model's tensor contract (handlers/<family>/oip.py) with its settings."""
 
     def __init__(self, family: str, settings: Any):
-        module = registry.get(family).module("oip")
-        if module is None:
-            raise LookupError(f"{family} has no tensor contract (handlers/{family}/oip.py)")
+        spec = registry.get(family)  # a registered model only
+        try:
+            module = importlib.import_module(f"handlers.{spec.name}.oip")
+        except ModuleNotFoundError as err:
+            raise LookupError(
+                f"{family} has no tensor contract (handlers/{family}/oip.py)"
+            ) from err
         self.module: ModuleType = module
         self.settings = settings
         self.inputs: tuple[Tensor, ...] = tuple(module.inputs(settings))

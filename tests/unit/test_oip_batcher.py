@@ -138,7 +138,7 @@ def test_the_request_is_built_as_the_torchserve_adapter_builds_it():
     assert request.body == native.body and request.id == "id-1"
     assert request.headers == {"Content-Type": "application/json"}
     assert wants_explanation(request)
-    assert (request.row or {}).get(EXPLAIN_INPUT) == "true"
+    assert request.parts.get(EXPLAIN_INPUT) == "true"
     assert not wants_explanation(contract.to_request(native, "id-2", explain=False))
 
 
