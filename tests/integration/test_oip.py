@@ -296,7 +296,7 @@ def test_frequency_stream_continues_from_the_state_it_answered(oip_server, servi
 def test_digits_grids_and_encoded_images_equal_the_in_process_answer(
     oip_server, services, transport, binary
 ):
-    from handlers.digits import samples
+    from tools.digits import samples
 
     grid = np.asarray(samples.EXAMPLE["image"], dtype=np.float32)
     png, _, _ = samples.binary_example()

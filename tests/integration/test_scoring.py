@@ -20,7 +20,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from handlers import registry
+from tools import registry
 from handlers.rows import answer_rows, batch_size
 from handlers.service import ModelService, serving_config
 from scoring.__main__ import main
