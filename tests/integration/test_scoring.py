@@ -20,10 +20,10 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from tools import registry
 from handlers.rows import answer_rows, batch_size
 from handlers.service import ModelService, serving_config
 from scoring.__main__ import main
+from tools import registry
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
