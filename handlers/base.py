@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from handlers.codec import Reply, media_type, request_content_type
+from handlers.codec import Reply, media_type, request_content_type, request_header
 from handlers.errors import REQUEST_ID_HEADER, RequestError, mark_refused
 from handlers.runtime import device_from_properties
 from handlers.service import EXPLAIN_HEADER, ModelService, Request
@@ -85,7 +85,8 @@ def request_from_row(
 
 
 def _as_text(value: Any) -> str:
-    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    """A header value as the client sent it (handlers/codec.request_header's rule)."""
+    return request_header({"v": value if isinstance(value, bytes) else str(value)}, "v") or ""
 
 
 def handler_config(context: Any) -> dict:

@@ -47,7 +47,9 @@ class Batcher:
         self.batch_size = max(1, int(batch_size))
         self.max_delay_s = max(0.0, float(max_delay_s))
         self.queue_size = max(1, int(queue_size))
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # queue.Queue, not SimpleQueue: a worker was seen blocked for good in SimpleQueue.get with a
+        # 1 ms timeout while 16 gRPC clients sent at once (its C lock wait never returned).
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._waiting = 0
         self._lock = threading.Lock()
         self.batches: list[int] = []

@@ -249,7 +249,27 @@ def test_a_killed_worker_is_restarted_and_the_job_loses_nothing(frequency_artifa
     assert json.loads((out / "_report.json").read_text())["rows"] == 30
 
 
-def test_a_registered_mlflow_version_scores_as_its_artifacts(sentiment_artifacts, tmp_path):
+@pytest.fixture
+def own_mlflow_store(tmp_path, monkeypatch):
+    """A registry of this test's own: an earlier test's tracking URI (a server it has stopped since)
+    must not be the one this test registers in."""
+    import mlflow
+
+    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        yield uri
+    finally:
+        mlflow.set_tracking_uri(before[0])
+        mlflow.set_registry_uri(before[1])
+
+
+def test_a_registered_mlflow_version_scores_as_its_artifacts(
+    sentiment_artifacts, tmp_path, own_mlflow_store
+):
     import mlflow
 
     from handlers.manifest import read_manifest
