@@ -42,7 +42,8 @@ def make_checkout(dest: Path, artifacts: dict[str, Path], archives: dict[str, Pa
             shutil.copy2(src, dest / rel, follow_symlinks=False)
     venv = (ROOT / ".venv").resolve()
     (dest / ".venv").symlink_to(venv)
-    if (ROOT / ".venv-oip").exists():  # the OIP server's layer over .venv, built by make install too
+    # The OIP server's layer over .venv, built by make install too.
+    if (ROOT / ".venv-oip").exists():
         (dest / ".venv-oip").symlink_to((ROOT / ".venv-oip").resolve())
     # The venv is installed (`make install` ran in this tree): its stamp is newer than the
     # requirements, so make does not reinstall (there is no network in the namespace).
