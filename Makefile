@@ -142,9 +142,10 @@ OIP_GRPC_PORT ?= 8096
 # A layer over .venv: a .pth file puts .venv's packages after its own on sys.path, so torch and the
 # rest come from .venv and only KServe and the releases its caps need are installed here (they win
 # on sys.path; pip leaves .venv's own copies alone). Measured: 2:27 instead of 4:37 for a full venv.
+# The path is resolved: a checkout whose .venv is a link to this one must not point the layer at it.
 $(OIP_VENV)/.installed: requirements-oip.txt $(STAMP)
 	test -x $(OIP_VENV)/bin/python || $(PYTHON_SYS) -m venv $(OIP_VENV)
-	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	$(PY) -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))' \
 		> "$$($(OIP_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-base-venv.pth"
 	$(OIP_VENV)/bin/python -m pip install --quiet -r requirements-oip.txt
 	touch $@

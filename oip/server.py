@@ -393,18 +393,15 @@ class BodyLimit:
         return BodyTooLarge(f"the request body is over {self.limit} bytes")
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps(error_body(self._error())).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 413, error_body(self._error()))
+
+
+async def send_json(send: Any, status: int, payload: dict) -> None:
+    """An ASGI answer with a JSON body, written before KServe's app sees the request."""
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 DENIED_RPCS = {"RepositoryModelLoad", "RepositoryModelUnload"}
@@ -428,18 +425,7 @@ class OnlyTheProtocol:
         if scope.get("type") == "http" and not ROUTES.fullmatch(
             f"{scope.get('method')} {scope.get('path', '').rstrip('/') or '/'}"
         ):
-            body = json.dumps({"error": "not found", "kind": "not_found"}).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 404,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await send_json(send, 404, {"error": "not found", "kind": "not_found"})
             return
         await self.app(scope, receive, send)
 
