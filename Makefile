@@ -124,6 +124,8 @@ $(PY) -m deploy.local_door start --config config.properties --run logs/door \
 	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; exit 1; }
 $(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
 	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; exit 1; }
+$(PY) -m deploy.local_door ready \
+	|| { tail -n 20 logs/door/door.log >&2; exit 1; }
 endef
 
 serve: archive ## Train what is missing, archive, start TorchServe in the background

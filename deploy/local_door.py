@@ -11,7 +11,12 @@ Management (8081) and metrics (8082) stay TorchServe's own.
 
     python -m deploy.local_door torchserve-config --config config.properties --out logs/torchserve.properties
     python -m deploy.local_door start --config config.properties --run logs/door
+    python -m deploy.local_door ready
     python -m deploy.local_door stop --run logs/door
+
+A door started before TorchServe listens marks it down; `ready` waits until the door's own health
+endpoint says both paths (REST and gRPC) pass their checks again, so `make serve` returns only when
+a request through the door reaches TorchServe.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,6 +42,8 @@ BEHIND_HTTP_PORT = int(os.environ.get("LOCAL_TS_HTTP_PORT", "8090"))
 """TorchServe's REST inference port behind the local door (LOCAL_TS_HTTP_PORT)."""
 BEHIND_GRPC_PORT = int(os.environ.get("LOCAL_TS_GRPC_PORT", "7090"))
 """TorchServe's gRPC inference port behind the local door (LOCAL_TS_GRPC_PORT)."""
+HEALTH_PORT = 8086
+"""The local door's own readiness endpoint (loopback): 200 while REST and gRPC pass their checks."""
 
 
 def public(props: dict[str, str]) -> tuple[str, int, int]:
@@ -85,7 +94,7 @@ def door_env(
             "PROXY_HTTP_PORT": str(http_port),
             "PROXY_GRPC_PORT": str(grpc_port),
             "PROXY_METRICS_PORT": extra.pop("PROXY_METRICS_PORT", "8087"),
-            "PROXY_HEALTH_PORT": extra.pop("PROXY_HEALTH_PORT", "8086"),
+            "PROXY_HEALTH_PORT": extra.pop("PROXY_HEALTH_PORT", str(HEALTH_PORT)),
             "TS_INFERENCE": torchserve_http,
             "TS_GRPC": torchserve_grpc,
             "TS_METRICS": f"{metrics.hostname or '127.0.0.1'}:{metrics.port or 8082}",
@@ -116,6 +125,27 @@ def start(env: dict[str, str], run_dir: Path, wait_s: float = 15) -> subprocess.
         if time.monotonic() > deadline:
             stop(run_dir)
             raise RuntimeError(f"the door did not listen on {address}: see {run_dir / 'door.log'}")
+        time.sleep(0.2)
+
+
+def wait_ready(health_port: int, wait_s: float = 60) -> None:
+    """Return once the door's /ready answers 200 (REST and gRPC backends up); TimeoutError after
+    wait_s."""
+    url = f"http://127.0.0.1:{health_port}/ready"
+    deadline = time.monotonic() + wait_s
+    last = "no answer"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+                last = f"HTTP {answer.status}"
+        except urllib.error.HTTPError as e:
+            last = f"HTTP {e.code}"
+        except OSError as e:
+            last = str(e)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the door's {url} did not say ready within {wait_s:.0f} s ({last})")
         time.sleep(0.2)
 
 
@@ -155,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     go = sub.add_parser("start", help="start the door in front of it")
     go.add_argument("--config", type=Path, default=ROOT / "config.properties")
     go.add_argument("--run", type=Path, default=Path("logs/door"))
+    ready = sub.add_parser("ready", help="wait until the door reaches TorchServe on both paths")
+    ready.add_argument("--timeout", type=float, default=60)
     end = sub.add_parser("stop", help="stop the door")
     end.add_argument("--run", type=Path, default=Path("logs/door"))
     args = p.parse_args(argv)
@@ -175,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         host, http_port, grpc_port = public(props)
         print(f"door: http://{host}:{http_port} and {host}:{grpc_port} (gRPC) -> TorchServe")
+        return 0
+    if args.command == "ready":
+        try:
+            wait_ready(HEALTH_PORT, args.timeout)
+        except TimeoutError as e:
+            print(f"door: {e}", file=sys.stderr)
+            return 1
         return 0
     stop(args.run)
     return 0
