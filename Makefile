@@ -94,7 +94,7 @@ train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and expor
 # handlers/*.py, the model's own handlers/<model>/ with its model-config.yaml, so editing `runtime:`
 # rebuilds, and its handler file) and the code that builds it. Another model's code and the tools
 # (tools/) are no input: editing them rebuilds no archive.
-SERVING_CORE := $(filter-out %_handler.py,$(wildcard handlers/*.py))
+SERVING_CORE := $(filter-out %_handler.py,$(wildcard handlers/*.py)) $(wildcard handlers/kits/*.py)
 serving_files = $(SERVING_CORE) handlers/$(1)_handler.py $(shell find handlers/$(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
 $(foreach m,$(MODELS),$(eval $(STORE)/$(m).mar: $(call serving_files,$(m))))
 $(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json deploy/archive.py | $(STAMP)

@@ -39,7 +39,8 @@ class ArchiveBuildError(RuntimeError):
 
 def serving_files(model: str) -> list[Path]:
     """The code a worker of `model` loads, relative to the repository: the shared serving core
-    (handlers/*.py but the other models' handler files), the model's own folder handlers/<model>/
+    (handlers/*.py but the other models' handler files, and the kits handlers/kits/*.py), the
+    model's own folder handlers/<model>/
     (its model-config.yaml included) and its handler file. The Makefile's prerequisites of
     `$(STORE)/<model>.mar` are these files (tests/unit/test_make_archive_inputs.py)."""
     if model not in registered_models():
@@ -47,6 +48,7 @@ def serving_files(model: str) -> list[Path]:
     handlers = ROOT / "handlers"
     others = {f"{m}_handler.py" for m in registered_models() if m != model}
     core = [p for p in handlers.glob("*.py") if p.name not in others]
+    core += list((handlers / "kits").glob("*.py"))  # the modality kits (handlers/kits/)
     own = [
         p
         for p in (handlers / model).rglob("*")

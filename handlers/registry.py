@@ -61,6 +61,7 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("sentiment"),
     ModelSpec("frequency"),
     ModelSpec("digits"),
+    ModelSpec("tabular"),
 )
 
 

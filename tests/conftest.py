@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.sentiment",
     "tests.fixtures.frequency",
     "tests.fixtures.digits",
+    "tests.fixtures.tabular",
     "tests.fixtures.served",
     "reliability.fixtures",
     "tests.fixtures.s3",

@@ -21,7 +21,7 @@ from tools.registry import get, names
 
 pytestmark = pytest.mark.integration
 
-MODELS = ("sentiment", "frequency", "digits")
+MODELS = ("sentiment", "frequency", "digits", "tabular")
 
 
 @pytest.fixture(scope="module", params=MODELS)

@@ -1,0 +1,139 @@
+"""The tabular classifier's part of the lifecycle (handlers/service.py): records read and checked
+by the tabular kit (handlers/kits/tabular.py), classified in one runtime call per batch within its
+record budget, with calibrated probabilities, MC-dropout spread from the head (masks drawn once
+at load, so a record's answer does not depend on its batch) and the features it has outside the
+ranges training saw; explained per feature over the served runtime."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from handlers.codec import Reply
+from handlers.errors import ArchiveError, RequestError
+from handlers.explain import Explanations
+from handlers.kits import tabular as kit
+from handlers.manifest import read_manifest
+from handlers.runtime import Runtime, core_slots, load_runtime
+from handlers.service import Request
+from handlers.tabular.settings import TabularSettings, parse_settings
+from handlers.telemetry import Telemetry
+from handlers.tensors import UNCERTAINTY
+from handlers.uncertainty import MLPHead, classify_with_uncertainty
+
+
+class TabularModel:
+    reads_parts: ClassVar[bool] = False
+
+    def __init__(self, settings: TabularSettings, runtime: Runtime, head: MLPHead, name: str):
+        self.settings, self.runtime, self.head, self.name = settings, runtime, head, name
+        self.export, self.schema = settings.export, settings.export.schema
+        self.masks = head.masks(settings.serving.mc_samples, settings.serving.seed)
+        self.model_info = {"name": name, "version": settings.version}
+        self._self_check()
+
+    @classmethod
+    def load(
+        cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "tabular"
+    ) -> TabularModel:
+        settings = parse_settings(read_manifest(model_dir), config)
+        e, s = settings.export, settings.serving
+        runtime = load_runtime(
+            s.runtime, model_dir, (e.input_name,), (e.output_name, e.features_name), device,
+            s.threads, slots=core_slots(model_dir, s.threads, s.share_cores),
+        )  # fmt: skip
+        if not (Path(model_dir) / e.head).is_file():
+            raise ArchiveError(f"the archive has no {e.head} (the uncertainty head)")
+        return cls(settings, runtime, MLPHead.load(Path(model_dir) / e.head), name)
+
+    def _self_check(self) -> None:
+        """A manifest that does not describe its graph (width, classes, head) fails the load."""
+        probe = np.stack([self.schema.baseline(), np.zeros(self.schema.width, np.float32)])
+        try:
+            logits, features = self._forward(probe)
+            diff = float(np.max(np.abs(self.head.forward(features) - logits)))
+        except Exception as e:
+            raise ArchiveError(f"the graph or head does not take the schema's records: {e}") from e
+        if logits.shape != (2, len(self.export.classes)):
+            raise ArchiveError(f"the graph answers {logits.shape} for 2 records")
+        if not diff <= self.settings.serving.self_check_atol:
+            raise ArchiveError(f"{self.export.head} does not reproduce the graph's logits ({diff})")
+
+    def _forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = self.runtime.run({self.export.input_name: x})
+        return out[self.export.output_name], out[self.export.features_name]
+
+    def parse(self, request: Request) -> kit.Records:
+        return kit.read_records(request, self.schema, self.settings.serving.max_records)
+
+    def classify(self, rows: list[dict[str, Any]]) -> list[dict]:
+        """Checked records → one answer row each."""
+        if not rows:
+            return []
+        _, features = self._forward(self.schema.encode(rows))
+        u = classify_with_uncertainty(features, self.head, self.masks, self.export.temperature)
+        classes = self.export.classes
+        return [
+            {
+                "label": classes[int(np.argmax(p))],
+                "probabilities": {c: float(v) for c, v in zip(classes, p, strict=True)},
+                "uncertainty": {m: float(getattr(u, m)[i]) for m in UNCERTAINTY}
+                | {"samples": u.samples},
+                "out_of_range": self.schema.out_of_range(row),
+                "model": dict(self.model_info),
+            }
+            for i, (p, row) in enumerate(zip(u.probabilities, rows, strict=True))
+        ]
+
+    def inference(self, parsed: list[kit.Records | RequestError]) -> list[Any]:
+        admitted, rows = kit.within_records(parsed, self.settings.serving.max_batch_records)
+        return kit.answered(admitted, self.classify(rows))
+
+    def reply(self, answer: kit.Answers) -> Reply:
+        return answer.reply()
+
+    def report(self, answers: list[kit.Answers], telemetry: Telemetry) -> None:
+        rows = [r for a in answers for r in a.rows]
+        telemetry.predictions(r["label"] for r in rows)
+        for m in UNCERTAINTY:
+            telemetry.uncertainty(m, [r["uncertainty"][m] for r in rows])
+
+    @cached_property
+    def attributor(self) -> kit.Attributor:
+        s = self.settings.serving
+
+        def scores(x: np.ndarray) -> np.ndarray:
+            return kit.log_odds(self._forward(x.astype(np.float32))[0], self.export.temperature)
+
+        return kit.Attributor(self.schema, scores, s.explain_method, s.explain_samples)
+
+    def explain(self, parsed: list[kit.Records | RequestError]) -> list[Any]:
+        """Per feature, each record (handlers/kits/tabular.Attributor), priced before it runs
+        within the per-request and per-batch explanation budgets (handlers/explain.py)."""
+        s = self.settings.serving
+        admitted = kit.within_explanations(
+            parsed, self.attributor.passes(), s.max_explain_passes, s.max_batch_explain_passes
+        )
+        return [
+            Explanations(tuple(self._explain(x) for x in r.rows), r.many)
+            if isinstance(r, kit.Records)
+            else r
+            for r in admitted
+        ]
+
+    def _explain(self, row: dict[str, Any]) -> kit.FeatureExplanation:
+        [answer] = self.classify([row])
+        label = answer["label"]
+        target = self.export.classes.index(label)
+        values, evaluations = self.attributor.attribute(self.schema.encode([row])[0], target)
+        return kit.FeatureExplanation(
+            label, answer["probabilities"][label], values, self.settings.serving.explain_method,
+            evaluations, answer["out_of_range"], dict(self.model_info),
+        )  # fmt: skip
+
+
+MODEL = TabularModel
+"""This model's entry in the registry (handlers/registry.py)."""

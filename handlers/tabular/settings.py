@@ -1,0 +1,101 @@
+"""Typed settings of the tabular classifier, parsed once at load: the manifest's `handler` block
+(`TabularExport`, written by training: the graph's names, the labels, the temperature and the
+feature schema) and the model-config's `handler:` block (`TabularServing`, the serving knobs)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from handlers.errors import ArchiveError
+from handlers.kits.tabular import Schema
+from handlers.manifest import handler_block, manifest_version, names, require, text
+from handlers.manifest import reject_unknown_export as reject_unknown
+from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
+
+
+@dataclass(frozen=True)
+class TabularExport:
+    """The manifest's `handler` block: training writes `to_block()`, serving reads `from_block`."""
+
+    input_name: str
+    """The graph's input: (batch, schema width) encoded records (handlers/kits/tabular.py)."""
+    output_name: str
+    """The graph's logits output, (batch, classes)."""
+    features_name: str
+    """The graph's second output, (batch, D): what the dropout → linear head takes."""
+    classes: tuple[str, ...]
+    schema: Schema
+    """The features training saw (names, types, ranges, categories, required or optional)."""
+    temperature: float = 1.0
+    """Calibration temperature fitted on the validation split: softmax(logits / T)."""
+    head: str = "head.npz"
+    """The dropout → linear head over `features_name`, sampled for MC-dropout uncertainty."""
+
+    def to_block(self) -> dict[str, Any]:
+        block = {f.name: getattr(self, f.name) for f in fields(self)}
+        return block | {"classes": list(self.classes), "schema": self.schema.to_block()}
+
+    @classmethod
+    def from_block(cls, block: dict) -> TabularExport:
+        reject_unknown(block, (f.name for f in fields(cls)), "tabular")
+        where = "manifest handler block"
+        temperature = block.get("temperature", 1.0)
+        if not isinstance(temperature, int | float) or not 0 < temperature < math.inf:
+            raise ArchiveError(f"manifest temperature must be positive, not {temperature!r}")
+        return cls(
+            **{
+                k: text(require(block, k, where), f"manifest {k}")
+                for k in ("input_name", "output_name", "features_name")
+            },
+            classes=names(require(block, "classes", where), "manifest classes"),
+            schema=Schema.from_block(require(block, "schema", where)),
+            temperature=float(temperature),
+            head=text(block.get("head", cls.head), "manifest head"),
+        )
+
+
+class TabularServing(ServingSettings):
+    """The model-config's `handler:` block; these defaults are the only ones."""
+
+    runtime: Literal["onnx", "torchscript"] = "onnx"
+    """onnx or torchscript: which exported file the handler runs."""
+    threads: PositiveInt | None = None
+    """Intra-op threads of the runtime (None: library default)."""
+    max_records: PositiveInt = 256
+    """Records per request (JSON {"records": [...]} or CSV rows): past it 400 too_large."""
+    max_batch_records: PositiveInt = 1024
+    """Work per batch, records: past it a request gets 503 + Retry-After (handlers/budget.py)."""
+    mc_samples: PositiveInt = 16
+    """MC-dropout samples of the head, masks drawn once at load."""
+    seed: NonNegativeInt = 0
+    """Seed of the dropout masks."""
+    self_check_atol: Annotated[float, Field(gt=0)] = 1e-3
+    """At load, the head over the graph's features must reproduce the graph's logits within this."""
+    explain_method: Literal["ablation", "shapley"] = "ablation"
+    """Captum method of /explanations: leave-one-feature-out or Shapley sampling."""
+    explain_samples: PositiveInt = 8
+    """Shapley sampling only: permutations drawn (each costs one pass per feature)."""
+    max_explain_passes: PositiveInt = 2048
+    """Cost limit of one explanation request, record-passes: past it 400 too_large."""
+    max_batch_explain_passes: PositiveInt = 4096
+    """Explanation work per batch, record-passes: requests past it get 503 + Retry-After."""
+
+
+@dataclass(frozen=True)
+class TabularSettings:
+    export: TabularExport
+    serving: TabularServing
+    version: str
+    """The artifact version, reported in every answer."""
+
+
+def parse_settings(manifest: dict, config: dict | None) -> TabularSettings:
+    """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
+    export = TabularExport.from_block(handler_block(manifest))
+    return TabularSettings(
+        export, TabularServing.parse(config, "tabular"), manifest_version(manifest)
+    )

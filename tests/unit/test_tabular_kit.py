@@ -1,0 +1,231 @@
+"""The tabular kit (handlers/kits/tabular.py) on a schema of its own (numbers, a category, an
+optional feature): bodies in JSON and CSV, each schema violation a 400 naming the field and the
+rule, the cost of a request before it runs, the encoding, and per-feature attributions.
+
+`BAD_BODIES` and `assert_bad_inputs_refused` are what any tabular model inherits: its own tests
+run them over its schema (tests/unit/test_tabular_model.py, tests/integration)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from handlers.errors import (
+    ArchiveError,
+    BadEncoding,
+    BadField,
+    EmptyInput,
+    Overloaded,
+    RequestError,
+    TooLarge,
+)  # fmt: skip
+from handlers.kits.tabular import (
+    Attributor,
+    Schema,
+    answered,
+    log_odds,
+    read_records,
+    within_explanations,
+    within_records,
+)  # fmt: skip
+from handlers.service import Request
+
+COLUMNS = {
+    "age": [20, 35, 50, 65],
+    "income": [1.5, 2.0, 3.5, 5.0],
+    "colour": ["red", "blue", "red", "green"],
+    "height": [150.0, 160.0, 170.0, 180.0],
+}
+GOOD = {"age": 40, "income": 2.5, "colour": "blue", "height": 165.0}
+
+
+@pytest.fixture(scope="module")
+def schema() -> Schema:
+    return Schema.learn(COLUMNS, optional=["height"])
+
+
+def csv_request(text: str, ctype: str = "text/csv") -> Request:
+    return Request(text.encode(), {"Content-Type": ctype})
+
+
+def json_request(body) -> Request:
+    return Request(json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+
+def first_name(schema: Schema) -> str:
+    return next(f.name for f in schema.features if f.kind == "number" and f.required)
+
+
+def BAD_BODIES(schema: Schema, example: dict) -> list[tuple[str, bytes, str, type, list[str]]]:
+    """(case, body, content type, error class, words the reason must hold) for any schema and a
+    valid record of it: each violation of the schema, and each malformed body."""
+    name = first_name(schema)
+    without = {k: v for k, v in example.items() if k != name}
+    dumps = lambda v: json.dumps(v).encode()  # noqa: E731
+    header = ",".join(f'"{k}"' for k in example)
+    row = ",".join(str(v) for v in example.values())
+    return [
+        ("unknown field", dumps(example | {"bogus": 1}), "application/json", BadField, ["'bogus'", "not a feature"]),
+        ("missing required", dumps(without), "application/json", BadField, [repr(name), "required"]),
+        ("text for a number", dumps(example | {name: "abc"}), "application/json", BadField, [repr(name), "finite number"]),
+        ("a number as JSON text", dumps(example | {name: "1.5"}), "application/json", BadField, [repr(name), "finite number, not '1.5'"]),
+        ("bool for a number", dumps(example | {name: True}), "application/json", BadField, [repr(name), "finite number"]),
+        ("number past floats", f'{{"{name}": 1{"0" * 400}}}'.encode(), "application/json", BadField, [repr(name), "finite number"]),
+        ("NaN", dumps(without)[:-1] + f', "{name}": NaN}}'.encode(), "application/json", BadField, [repr(name), "finite number"]),
+        ("list of records", dumps([example]), "application/json", BadField, ["records"]),
+        ("empty records", dumps({"records": []}), "application/json", BadField, ["non-empty"]),
+        ("a record that is a list", dumps({"records": [[1, 2]]}), "application/json", BadField, ["record 0", "object"]),
+        ("bad JSON", b'{"a": ', "application/json", BadEncoding, ["JSON"]),
+        ("CSV header only", header.encode(), "text/csv", EmptyInput, ["header"]),
+        ("CSV ragged row", f"{header}\n{row},9".encode(), "text/csv", BadField, ["row 1", "cells"]),
+        ("CSV inf", f"{header}\n{row}".replace(str(example[name]), "inf", 1).encode(), "text/csv", BadField, ["finite number"]),
+        ("CSV NUL", f"{header}\n{row}\x00".encode(), "text/csv", BadField, ["finite number"]),
+        ("CSV not UTF-8", b"\xff\xfe" + header.encode(), "text/csv", BadEncoding, ["UTF-8"]),
+    ]  # fmt: skip
+
+
+def assert_bad_inputs_refused(parse, schema: Schema, example: dict) -> None:
+    """`parse(Request)` refuses every BAD_BODIES case with its error, naming the field and rule."""
+    for case, body, ctype, error, words in BAD_BODIES(schema, example):
+        with pytest.raises(error) as info:
+            parse(Request(body, {"Content-Type": ctype}))
+        assert all(w in info.value.reason for w in words), (case, info.value.reason)
+        assert info.value.status == 400, case
+
+
+def test_the_kits_bad_inputs_are_refused_with_the_field_and_the_rule(schema):
+    assert_bad_inputs_refused(lambda r: read_records(r, schema, 16), schema, GOOD)
+
+
+def test_a_schema_learns_types_ranges_categories_and_optional_features(schema):
+    by = {f.name: f for f in schema.features}
+    assert (by["age"].kind, by["age"].low, by["age"].high, by["age"].mean) == (
+        "number",
+        20,
+        65,
+        42.5,
+    )
+    assert by["colour"].kind == "category" and by["colour"].categories == ("blue", "green", "red")
+    assert by["colour"].default == "red"
+    assert by["height"].required is False and by["age"].required is True
+    assert Schema.from_block(json.loads(json.dumps(schema.to_block()))) == schema
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"features": []},
+        {"features": [{"name": "a", "type": "date"}]},
+        {"features": [{"name": "a", "type": "number", "low": 2, "high": 1, "mean": 1}]},
+        {"features": [{"name": "a", "type": "category", "categories": ["x"], "default": "y"}]},
+        {"features": [{"name": "a", "type": "number", "low": 0, "high": 1, "mean": 0}] * 2},
+    ],
+    ids=["empty", "unknown type", "low above high", "default not seen", "named twice"],
+)
+def test_a_bad_schema_fails_the_load(block):
+    with pytest.raises(ArchiveError):
+        Schema.from_block(block)
+
+
+def test_every_violation_of_a_record_is_named_in_one_refusal(schema):
+    with pytest.raises(BadField) as info:
+        read_records(json_request({"age": "old", "colour": "purple", "extra": 1}), schema, 16)
+    reason = info.value.reason
+    for words in ("'extra' is not a feature", "'age' must be a finite number, not 'old'",
+                  "'income' is required", "'colour' must be one of ['blue', 'green', 'red'], not 'purple'"):  # fmt: skip
+        assert words in reason, reason
+    assert "height" not in reason  # optional
+
+
+def test_one_record_many_records_and_csv_read_the_same(schema):
+    one = read_records(json_request(GOOD), schema, 16)
+    many = read_records(json_request({"records": [GOOD, GOOD]}), schema, 16)
+    csv = read_records(
+        csv_request("age,income,colour,height\n40,2.5,blue,165\n40,2.5,blue,165\n"), schema, 16
+    )
+    plain = read_records(
+        csv_request("age,income,colour,height\n40,2.5,blue,165", "text/plain"), schema, 16
+    )
+    assert (one.many, many.many, csv.many, plain.many) == (False, True, True, True)
+    assert one.rows[0] == many.rows[1] == csv.rows[1] == plain.rows[0]
+    assert np.array_equal(schema.encode(many.rows), schema.encode(csv.rows))
+
+
+def test_a_missing_optional_feature_takes_its_training_mean(schema):
+    record = {k: v for k, v in GOOD.items() if k != "height"}
+    [row] = read_records(json_request(record), schema, 16).rows
+    assert row["height"] == 165.0  # the mean of 150..180
+    [cell] = read_records(csv_request("age,income,colour,height\n40,2.5,blue,"), schema, 16).rows
+    assert cell["height"] == 165.0
+
+
+def test_more_records_than_the_limit_are_refused_before_they_are_checked(schema):
+    junk = {"records": [{"nonsense": i} for i in range(5)]}
+    with pytest.raises(TooLarge, match="5 records; the limit is 4"):
+        read_records(json_request(junk), schema, 4)
+    with pytest.raises(TooLarge):
+        read_records(csv_request("a\n" + "x\n" * 5), schema, 4)
+
+
+def test_the_cost_of_a_request_is_known_before_it_runs(schema):
+    records = read_records(json_request({"records": [GOOD] * 3}), schema, 16)
+    assert records.cost == 3
+    assert Attributor(schema, lambda x: x).passes() == 4 + 1
+    assert Attributor(schema, lambda x: x, "shapley", 8).passes() == 4 * 8 + 1
+
+
+def test_numbers_are_encoded_within_their_training_range_and_clipped_past_it(schema):
+    far = GOOD | {"age": 1e300, "income": -1e300}
+    x = schema.encode([GOOD, far])
+    assert x.shape == (2, schema.width) == (2, 6)
+    assert x[0, 0] == pytest.approx((40 - 20) / 45)
+    assert (x[1, 0], x[1, 1]) == (2.0, -1.0)  # margin 1: one range past it
+    assert x[0, 2:5].tolist() == [1.0, 0.0, 0.0]  # blue, one-hot
+    assert schema.out_of_range(far) == ["age", "income"] and schema.out_of_range(GOOD) == []
+
+
+def test_attributions_are_per_feature_over_the_forward_pass(schema):
+    """On a linear score, leave-one-feature-out gives each feature weight . (x - baseline) over
+    its columns: a category's one-hot columns count as one feature."""
+    w = np.array([[1.0, -2.0, 0.5, 0.25, -1.0, 3.0]])
+    scores = lambda x: np.concatenate([-(x @ w.T), x @ w.T], axis=1)  # noqa: E731
+    x = schema.encode([GOOD])[0]
+    values, evaluations = Attributor(schema, scores).attribute(x, target=1)
+    diff = (x - schema.baseline()) * w[0]
+    assert list(values) == ["age", "income", "colour", "height"]
+    assert values["age"] == pytest.approx(diff[0]) and values["income"] == pytest.approx(diff[1])
+    assert values["colour"] == pytest.approx(diff[2:5].sum()) and values["height"] == pytest.approx(
+        0
+    )
+    assert evaluations == Attributor(schema, scores).passes()
+
+
+def test_log_odds_are_each_label_against_the_rest():
+    z = np.array([[0.0, 2.0, -1.0]])
+    p = np.exp(z / 2) / np.exp(z / 2).sum()
+    assert log_odds(z, 2.0)[0] == pytest.approx(np.log(p / (1 - p))[0])
+
+
+def test_a_refusal_is_a_request_error_never_another_exception(schema):
+    for body in (b"\x00\x01", b"[]", b"1", b'"x"', b"{}", b"null"):
+        with pytest.raises(RequestError):
+            read_records(Request(body, {"Content-Type": "application/json"}), schema, 16)
+
+
+def test_a_batch_past_its_record_budget_refuses_the_rest_before_running(schema):
+    three = read_records(json_request({"records": [GOOD] * 3}), schema, 16)
+    admitted, rows = within_records([three, three, three], 7)
+    assert admitted[:2] == [three, three] and isinstance(admitted[2], Overloaded)
+    assert len(rows) == 6  # one runtime call for what was admitted
+    answers = answered(admitted, [{"i": i} for i in range(6)])
+    assert answers[1].rows == ({"i": 3}, {"i": 4}, {"i": 5}) and answers[2] is admitted[2]
+    assert json.loads(answers[0].reply().body) == [{"i": 0}, {"i": 1}, {"i": 2}]
+
+
+def test_explanations_are_priced_in_record_passes_before_they_run(schema):
+    three = read_records(json_request({"records": [GOOD] * 3}), schema, 16)
+    assert all(isinstance(r, TooLarge) for r in within_explanations([three], 5, 14, 100))
+    out = within_explanations([three, three], 5, 15, 20)
+    assert out[0] is three and isinstance(out[1], Overloaded)

@@ -1,0 +1,1 @@
+"""The tabular model's tool parts: samples, command-line options, bench feeds."""
