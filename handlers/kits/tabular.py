@@ -88,11 +88,12 @@ class Feature:
             raise ArchiveError(f"schema feature {name!r}: type number|category, required a bool")
         if kind == CATEGORY:
             cats = block.get("categories")
-            ok = isinstance(cats, list) and cats and all(isinstance(c, str) for c in cats)
-            if not ok or block.get("default") not in cats or len(set(cats)) != len(cats):
+            if not isinstance(cats, list) or not cats or not all(isinstance(c, str) for c in cats):
+                raise ArchiveError(f"schema feature {name!r}: categories must be strings")
+            if block.get("default") not in cats or len(set(cats)) != len(cats):
                 raise ArchiveError(f"schema feature {name!r}: distinct categories and a default")
             return cls(name, kind, required, categories=tuple(cats), default=block["default"])
-        nums = [block.get(k) for k in ("low", "high", "mean")]
+        nums: list[Any] = [block.get(k) for k in ("low", "high", "mean")]
         if not all(_is_number(v) and math.isfinite(v) for v in nums) or nums[0] > nums[1]:
             raise ArchiveError(f"schema feature {name!r}: finite low <= high and a mean")
         low, high, mean = (float(v) for v in nums)

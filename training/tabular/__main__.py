@@ -175,7 +175,8 @@ def run(
              f"after (T={temperature:g})": (reliability_bins(calibrated, labels), ece["ece_after"])},
             out / "reliability.png", "tabular: test split reliability",
         )  # fmt: skip
-        plot_uncertainty(*arrays["entropy"], out / "uncertainty.png")
+        inside, outside = arrays["entropy"]
+        plot_uncertainty(inside, outside, out / "uncertainty.png")
     summary = {
         "trained_steps": steps,
         "train_seconds": metrics["train_seconds"],
