@@ -80,6 +80,7 @@ def test_task_weights_parse_model_and_weight():
         "sentiment": 3,
         "frequency": 1,
         "digits": 1,
+        "tabular": 1,
     }  # registry LOAD_WEIGHTs
 
 
