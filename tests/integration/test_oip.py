@@ -58,7 +58,9 @@ class OipServer:
 
 
 @pytest.fixture(scope="session")
-def oip_server(tmp_path_factory, sentiment_archive, frequency_archive, digits_archive):
+def oip_server(
+    tmp_path_factory, sentiment_archive, frequency_archive, digits_archive, tabular_archive
+):
     assert OIP_PYTHON.exists(), "no .venv-oip: run make install (it builds the OIP server's venv)"
     work = tmp_path_factory.mktemp("oip")
     http, grpc = free_port(), free_port()
@@ -87,6 +89,7 @@ def oip_server(tmp_path_factory, sentiment_archive, frequency_archive, digits_ar
                 str(sentiment_archive),
                 str(frequency_archive),
                 str(digits_archive),
+                str(tabular_archive),
             ],  # fmt: skip
             cwd=ROOT,
             env=env,
@@ -114,7 +117,9 @@ def oip_server(tmp_path_factory, sentiment_archive, frequency_archive, digits_ar
 
 
 @pytest.fixture(scope="session")
-def services(sentiment_artifacts, frequency_artifacts, digits_artifacts) -> dict[str, ModelService]:
+def services(
+    sentiment_artifacts, frequency_artifacts, digits_artifacts, tabular_artifacts
+) -> dict[str, ModelService]:
     """The in-process lifecycle of each model over the same files the archives carry."""
     from tests.fixtures.served import handler_config
 
@@ -122,6 +127,7 @@ def services(sentiment_artifacts, frequency_artifacts, digits_artifacts) -> dict
         "sentiment": sentiment_artifacts,
         "frequency": frequency_artifacts,
         "digits": digits_artifacts,
+        "tabular": tabular_artifacts,
     }
     return {m: ModelService.from_dir(d, name=m, config=handler_config(m)) for m, d in dirs.items()}
 
@@ -462,3 +468,33 @@ def test_only_the_protocols_routes_and_rpcs_are_served(oip_server):
     assert http["error"]["status"] == "404"
     assert grpc["error"]["status"] == "StatusCode.UNIMPLEMENTED"
     assert requests.get(f"{oip_server.url}/v2/models/digits/ready", timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize(("transport", "binary"), TRANSPORTS)
+def test_tabular_columns_answer_as_the_in_process_records_to_the_bit(
+    oip_server, services, transport, binary
+):
+    """One FP64 input per feature of the schema, one element per record (handlers/tabular/oip.py):
+    the answer is the in-process answer to the same records as {"records": [...]}."""
+    from tools.registry import get
+
+    example = get("tabular").example()
+    records = [example, example | {"mean radius": example["mean radius"] * 3}]
+    inputs = [(n, "FP64", np.array([r[n] for r in records], np.float64)) for n in example]
+    [result] = oip_server.run([call("tabular", inputs, transport, binary)])
+    got = _outputs(result)
+    body, _ = in_process(
+        services["tabular"],
+        json.dumps({"records": records}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    rows = json.loads(body)
+    labels = services["tabular"].settings.export.classes
+    assert _text(got["label"]) == [r["label"] for r in rows]
+    want = np.array([[r["probabilities"][lab] for lab in labels] for r in rows])
+    assert np.array_equal(got["probabilities"], want)
+    for name in ("entropy", "mutual_information", "std"):
+        assert np.array_equal(got[name], np.array([r["uncertainty"][name] for r in rows]))
+    short = [(n, d, a[:1]) if n == "mean area" else (n, d, a) for n, d, a in inputs]
+    [refused] = oip_server.run([call("tabular", short, transport, binary)])
+    assert refused["error"] is not None and "one element per record" in str(refused["error"])
