@@ -44,8 +44,8 @@ def answer_schema(example_answer: dict, id_field: pa.Field) -> pa.Schema:
         raise ValueError(f"the model refused its own example: {example_answer.get(ERROR)}")
     fields = [id_field]
     for name, value in flatten(example_answer).items():
-        if value is None:
-            continue  # no type to give it: such a field goes to `extra`
+        if value is None or value == []:
+            continue  # no type to give it (an empty list's items have none): it goes to `extra`
         kind = pa.array([value]).type
         if pa.types.is_integer(kind):
             kind = pa.int64()

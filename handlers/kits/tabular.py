@@ -215,9 +215,9 @@ class Schema:
         return np.repeat(np.arange(len(self.features)), [f.width for f in self.features])
 
     # The request's side.
-    def check(self, record: Any, where: str, cells: bool = False) -> dict[str, Any]:
-        """One record → its values in schema order, or a BadField naming every violation.
-        `cells`: a CSV row, whose numbers are text; in JSON a number must be a JSON number."""
+    def check(self, record: Any, where: str) -> dict[str, Any]:
+        """One record → its values in schema order, or a BadField naming every violation. A
+        number is a JSON number or its text (a CSV cell, a table read as text)."""
         if not isinstance(record, dict):
             raise BadField(f"{where} must be an object of feature: value, not {echo(record)}")
         known = {f.name: f for f in self.features}
@@ -236,7 +236,7 @@ class Schema:
                     )
                 values[f.name] = value
             else:
-                number = _number(value, cells)
+                number = _number(value)
                 if number is None:
                     problems.append(f"{f.name!r} must be a finite number, not {echo(value)}")
                 values[f.name] = number
@@ -271,9 +271,9 @@ class Schema:
         return [f.name for f in self.features if f.outside(row[f.name])]
 
 
-def _number(value: Any, cells: bool) -> float | None:
-    """A JSON number (or with `cells`, a CSV cell's text) → a finite float, or None."""
-    if cells and isinstance(value, str):
+def _number(value: Any) -> float | None:
+    """A JSON number or its text → a finite float, or None."""
+    if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
@@ -329,7 +329,7 @@ def _from_csv(text: str, schema: Schema, max_records: int) -> Records:
         if len(row) != len(header):
             raise BadField(f"CSV row {i + 1} has {len(row)} cells; the header has {len(header)}")
         cells = dict(zip(header, (c.strip() for c in row), strict=True))
-        records.append(schema.check(cells, f"CSV row {i + 1}", cells=True))
+        records.append(schema.check(cells, f"CSV row {i + 1}"))
     return Records(tuple(records), True)
 
 

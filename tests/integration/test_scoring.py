@@ -48,6 +48,9 @@ def corpus(model: str, n: int = 12) -> tuple[list[dict], dict[int, str]]:
     if model == "sentiment":
         rows = [{"id": 100 + i, "text": f"A fine film, scene {i}, well acted."} for i in range(n)]
         bad = {3: ({"text": ""}, "empty_input"), 7: ({"text": "   "}, "empty_input")}
+    elif model == "tabular":  # the same columns: a missing value, and a NaN (null in CSV)
+        bad = {3: (example | {"mean radius": None}, "bad_field"),
+               7: (example | {"mean area": float("nan")}, "bad_field")}  # fmt: skip
     elif model == "frequency":
         bad = {3: ({"signal": []}, "empty_input"), 7: ({"signal": [0.5] * 30000}, "too_large")}
     else:
@@ -88,7 +91,8 @@ def scored(out: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "model, suffix", [("sentiment", ".csv"), ("frequency", ".parquet"), ("digits", ".jsonl")]
+    "model, suffix",
+    [("sentiment", ".csv"), ("frequency", ".parquet"), ("digits", ".jsonl"), ("tabular", ".csv")],
 )
 def test_every_model_scores_its_corpus_with_per_row_errors(request, tmp_path, model, suffix):
     artifacts = request.getfixturevalue(f"{model}_artifacts")

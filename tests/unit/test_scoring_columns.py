@@ -43,6 +43,19 @@ def test_answers_and_refusals_become_one_typed_row_each():
     assert json.loads(rows[2]["extra"]) == {"note": "kept", "new": [1, 2]}
 
 
+def test_a_list_empty_in_the_example_answer_keeps_its_items_in_extra():
+    """A tabular answer's `out_of_range` is [] for the example record and names features for
+    others: typed from the example, its column held only nulls and the first name failed the job."""
+    example = {"label": "benign", "out_of_range": []}
+    schema = answer_schema(example, pa.field("id", pa.int64()))
+    table = to_table(
+        [1, 2], [example, {"label": "malignant", "out_of_range": ["mean area"]}], schema
+    )
+    rows = table.to_pylist()
+    assert "out_of_range" not in schema.names
+    assert json.loads(rows[1]["extra"]) == {"out_of_range": ["mean area"]}
+
+
 def test_a_model_refusing_its_own_example_has_no_schema():
     with pytest.raises(ValueError, match="refused its own example"):
         answer_schema({"error": "x", "kind": "bad", "status": 400}, pa.field("id", pa.int64()))
