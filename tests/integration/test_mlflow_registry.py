@@ -217,3 +217,35 @@ def test_archive_from_a_registered_version_names_it_in_the_release_manifest(
         archive_registered(
             "models:/frequency@no-such-alias", tmp_path / "store", build_dir=tmp_path
         )
+
+
+def test_tabular_pyfunc_answers_a_frame_of_records_as_the_service(server, tmp_path):
+    """The tabular model tracked and registered like the others; its PyFunc takes a DataFrame whose
+    columns are the features (one record a row) and answers each row as /predictions would, a
+    refused row with its error body and status."""
+    from handlers.service import ModelService, Request
+    from tests.fixtures.served import handler_config
+    from tools.registry import get
+    from training.tabular.__main__ import run as run_tabular
+    from training.tabular.config import CONFIGS as TABULAR
+
+    with TrainingRun("tabular", asdict(TABULAR["tiny"]), uri=server) as tracking:
+        manifest = run_tabular(
+            tmp_path, TABULAR["tiny"], plots=False, tracking=tracking, progress=False
+        )
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(server)
+    try:
+        model = mlflow.pyfunc.load_model(f"models:/tabular/{manifest['mlflow']['version']}")
+        example = get("tabular").example()
+        rows = [example, example | {"mean radius": 30.0}, example | {"mean area": float("nan")}]
+        got = model.predict(pd.DataFrame(rows))
+    finally:
+        mlflow.set_tracking_uri(previous)
+    service = ModelService.from_dir(tmp_path, "tabular", handler_config("tabular"))
+    for answer, row in zip(got[:2], rows, strict=False):
+        [reply] = service.handle_batch(
+            [Request(json.dumps(row).encode(), {"Content-Type": "application/json"})]
+        )
+        assert answer == json.loads(reply.body)
+    assert got[2]["status"] == 400 and "'mean area'" in got[2]["error"]
