@@ -16,7 +16,7 @@ from deploy import check_served
 from training.common.tracking import TrainingRun
 
 pytestmark = pytest.mark.integration
-MODELS = ("sentiment", "digits", "frequency")
+MODELS = ("sentiment", "digits", "frequency", "tabular")
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +58,10 @@ def test_the_served_models_answer_as_trained_over_rest_grpc_and_pyfunc(served, r
     assert status == 0, out
     assert "FAIL" not in out
     for line in ("held-out IMDB reviews right", "held-out digits right", "1Hz: MSE",
-                 "REST and gRPC answers equal", "answers as served"):  # fmt: skip
+                 "held-out records right", "REST and gRPC answers equal", "answers as served"):  # fmt: skip
         assert line in out
-    assert out.count("REST and gRPC answers equal") == 3 == out.count("answers as served")
-    assert "check_served: 3/3 served models answer as trained" in out
+    assert out.count("REST and gRPC answers equal") == 4 == out.count("answers as served")
+    assert "check_served: 4/4 served models answer as trained" in out
 
 
 @pytest.mark.parametrize(
@@ -70,6 +70,7 @@ def test_the_served_models_answer_as_trained_over_rest_grpc_and_pyfunc(served, r
         ("sentiment", lambda m: m["metrics"].update(test_accuracy_imdb=1.0), "held-out IMDB reviews right"),
         ("digits", lambda m: m["metrics"].update(test_accuracy=1.0), "held-out digits right"),
         ("frequency", lambda m: m["metrics"]["mse_stitched_test"].update({"1Hz": 0.0}), "1Hz: MSE"),
+        ("tabular", lambda m: m["metrics"].update(test_accuracy=1.0), "held-out records right"),
         ("digits", lambda m: m.update(version="another-training-run"), "served version"),
     ],
 )  # fmt: skip
