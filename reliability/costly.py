@@ -176,6 +176,31 @@ def _longest_explained(limit: int, block: int, frequencies: int) -> int:
     return n
 
 
+def tabular(config: dict, example: dict) -> list[Costly]:
+    """max_records records as JSON and as CSV rows; the explanation of the most records within
+    max_explain_passes (a pass per feature, plus one, per record); the first past each limit."""
+    n = config["max_records"]
+    per = 1 if config["explain_method"] == "ablation" else config["explain_samples"]
+    explainable = config["max_explain_passes"] // (len(example) * per + 1)
+    header = ",".join(f'"{k}"' for k in example)
+
+    def csv(rows: int) -> bytes:
+        return "\n".join([header] + [",".join(map(repr, example.values()))] * rows).encode()
+
+    def records(k: int) -> bytes:
+        return _json({"records": [example] * k})
+
+    return [
+        Costly(f"{n} records", records(n)),
+        Costly(f"{n} CSV rows", csv(n), "text/csv"),
+        Costly(f"explain {explainable} records", records(explainable), explain=True),
+        Costly(f"explain {explainable + 1} records", records(explainable + 1), explain=True,
+               expect=OVER_EXPLAIN),
+        Costly(f"{n + 1} records", records(n + 1), expect=OVER),
+        Costly(f"{n + 1} CSV rows", csv(n + 1), "text/csv", expect=OVER),
+    ]  # fmt: skip
+
+
 def model_config(model: str) -> dict:
     """handlers/<model>/model-config.yaml: TorchServe's batching and the `handler:` block."""
     return yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
@@ -208,4 +233,6 @@ def for_model(
         handler = read_manifest(artifacts)["handler"] if artifacts else {}
         frequencies = tuple(handler.get("frequencies", (1.0, 3.0, 5.0, 7.0)))
         return frequency(config, frequencies, handler.get("sample_rate", 1000))
+    if model == "tabular":
+        return tabular(config, registry.get(model).example())
     return []

@@ -25,9 +25,9 @@ from tools import registry
 
 pytestmark = pytest.mark.integration
 
-RSS_BOUND_MB = {"digits": 256, "sentiment": 512, "frequency": 384}
+RSS_BOUND_MB = {"digits": 256, "sentiment": 512, "frequency": 384, "tabular": 256}
 """Peak worker RSS above its idle RSS allowed while the worst case runs (docs/reliability.md)."""
-SMALL_BOUND_S = {"digits": 10.0, "sentiment": 10.0, "frequency": 15.0}
+SMALL_BOUND_S = {"digits": 10.0, "sentiment": 10.0, "frequency": 15.0, "tabular": 10.0}
 """A small request sent while the worst case runs is answered within this (docs/reliability.md):
 a batch or two of the most expensive requests ahead of it, on a 2-core machine shared with other
 test work (idle, one such digits or sentiment batch holds a worker under a second). Frequency's
@@ -107,7 +107,7 @@ def send(served, model: str, item: costly.Costly, timeout: float) -> Sent:
     return Sent(repr(item), r.status_code, time.monotonic() - started, r.content)
 
 
-@pytest.mark.parametrize("model", ["digits", "sentiment", "frequency"])
+@pytest.mark.parametrize("model", ["digits", "sentiment", "frequency", "tabular"])
 def test_the_worst_requests_allowed_keep_the_worker_alive_and_bounded(served, model):
     if model not in served.models:
         pytest.skip(f"{model} is not served in this session")
