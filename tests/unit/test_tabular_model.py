@@ -144,3 +144,10 @@ def test_the_models_own_serving_code_stays_small():
     ]
     lines = sum(1 for f in files for line in f.read_text().splitlines() if line.strip())
     assert lines <= SERVING_LINES, lines
+
+
+def test_the_command_lines_view_draws_the_attributions(service, tmp_path):
+    from tools.tabular.explain_view import render_png
+
+    path = render_png(ask(service, example(), explain=True), tmp_path / "why.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
