@@ -8,8 +8,8 @@ Locust (rehearsal/locustfile.py) sending REST and gRPC predictions through it al
 1. rolling restart: each replica in turn leaves the rotation, sleeps its preStop, gets SIGTERM,
    starts again and rejoins when ready, while the other serves; expected loss: zero;
 2. kill: one replica's processes get SIGKILL; expected loss: at most what was in flight on it.
-Throughout both, each model with a rehearsal hook (tools/<model>/rehearsal.py: start(http,
-token), PATH, summarise(), problems(), report()) sends its own traffic through the balancer, e.g.
+Throughout both, each model with a rehearsal part (tools/<model>/rehearsal.py: `REHEARSAL`, a
+tools.plugin.Rehearsal of start(http, token), path, summarise(), problems(), report()) sends its own traffic through the balancer, e.g.
 streams that carry their state from chunk to chunk, landing on either replica, judged by its own
 expectations (--no-<model>-streams leaves one out). Both replicas mount the same state-signing
 key, as the pods mount one Secret. It writes reports/rehearsal.{md,json} and exits 1 when an
