@@ -224,9 +224,9 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 # artifacts/ holds every model, as after `make serve`, and then needs that server.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
 test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
-	$(PY) -m pytest -q -x tests/unit
+	$(PY) -m pytest -q -x --durations=10 tests/unit
 	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
-	$(PY) -m pytest -q tests/integration
+	$(PY) -m pytest -q --durations=20 tests/integration
 
 .PHONY: check-served
 check-served: $(STAMP) ## Ask the full-size models `make serve` runs: held-out reviews, digits, a signal; REST = gRPC = MLflow PyFunc
