@@ -12,12 +12,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from handlers.budget import Budget
 from handlers.codec import Reply
 from handlers.digits.codec import ImageRequest, PendingImages
 from handlers.digits.predict import DigitsAnswer, DigitsPredictor
 from handlers.digits.settings import DigitsSettings
 from handlers.errors import RequestError
-from handlers.explain import Explanations, bounded
+from handlers.explain import Explanations
 from handlers.service import Request
 from handlers.telemetry import Telemetry
 
@@ -49,6 +50,24 @@ class DigitsModel:
         have admitted the request (DigitsPredictor.predict, `explain`)."""
         return self.predictor.read(request)
 
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """Images per batch, then the decoding guard (bytes the batch's images decode into, from
+        their headers): past either 503 + Retry-After before anything is decoded."""
+        s = self.settings
+        return (
+            Budget(s.max_batch_images, "images", lambda r: len(r.images)),
+            self.decoding_guard,
+        )
+
+    @property
+    def decoding_guard(self) -> Budget:
+        return Budget(
+            self.settings.max_batch_decoded_bytes,
+            "bytes of decoded images",
+            lambda r: r.decoded_bytes if isinstance(r, PendingImages) else None,
+        )
+
     def inference(
         self, parsed: list[PendingImages | RequestError]
     ) -> list[DigitsAnswer | RequestError]:
@@ -62,24 +81,26 @@ class DigitsModel:
         """Built on the first explanation: Captum and torch load only then."""
         from handlers.digits.explain import DigitsExplainer
 
-        s = self.settings.serving
+        s = self.settings
         return DigitsExplainer(self.predictor, s.explain_method, s.explain_samples)
 
-    def explain(self, parsed: list[PendingImages | ImageRequest | RequestError]) -> list[Any]:
-        """A map over the model's input pixels per image (handlers/digits/explain.py), within the
-        per-request and per-batch explanation budgets (handlers/explain.py) and the decoding
-        guard, all priced before an image is decoded."""
-        s = self.settings.serving
-        costs = [
-            len(r.images) * self.explainer.cost()
-            if isinstance(r, ImageRequest | PendingImages)
-            else None
-            for r in parsed
-        ]
-        passes = bounded(
-            parsed, costs, s.max_explain_passes, s.max_batch_explain_passes, "image-passes"
+    @property
+    def explain_budgets(self) -> tuple[Budget, ...]:
+        """Image-passes per request (400 past it) and per batch (503), then the decoding guard:
+        all priced before an image is decoded."""
+        s = self.settings
+        passes = Budget(
+            s.max_batch_explain_passes,
+            "image-passes",
+            lambda r: len(r.images) * self.explainer.cost(),
+            s.max_explain_passes,
         )
-        admitted = self.predictor.admitted(passes)
+        return (passes, self.decoding_guard)
+
+    def explain(self, parsed: list[PendingImages | ImageRequest | RequestError]) -> list[Any]:
+        """A map over the model's input pixels per image (handlers/digits/explain.py), of the
+        requests the explanation budgets admitted (`explain_budgets`)."""
+        admitted = self.predictor.decoded(parsed)
         return [
             Explanations(tuple(self.explainer.explain(g) for g in r.images), r.many)
             if isinstance(r, ImageRequest)

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from handlers.budget import within_budget
 from handlers.codec import Reply
 from handlers.digits.codec import ImageRequest, PendingImages, decode_request, read_request
 from handlers.digits.pixels import POLARITIES, read_batch
@@ -100,7 +99,8 @@ class DigitsPredictor(Predictor[DigitsSettings]):
             (export.output_name, export.features_name),
             device,
             settings.threads,
-            slots=core_slots(model_dir, settings.threads, settings.serving.share_cores),
+            spinning=settings.intra_op_spinning,
+            slots=core_slots(model_dir, settings.threads, settings.share_cores),
         )
         head_path = Path(model_dir) / export.head
         if not head_path.is_file():
@@ -157,24 +157,20 @@ class DigitsPredictor(Predictor[DigitsSettings]):
     # The request's side.
     def decode(self, request: Request) -> ImageRequest:
         """Read and decode at once, each image at its own size (tools; the server reads, admits,
-        then decodes: `read`, `admitted`)."""
+        then decodes: `read`, `decoded`)."""
         return decode_request(request, self.settings)
 
     def read(self, request: Request) -> PendingImages:
         """The request's images read from their headers, checked and priced: nothing decoded."""
         return read_request(request, self.settings)
 
-    def admitted(self, parsed: list[Any]) -> list[Any]:
-        """Read requests past the batch's decoding guard (`max_batch_decoded_bytes`, priced from
-        the headers) become 503 + Retry-After; the rest are decoded, one image at a time, each
-        shrunk at once to the size the reading works at (pixels.working_factor). A file found truncated or corrupt while
+    def decoded(self, parsed: list[Any]) -> list[Any]:
+        """Read requests the batch's budgets admitted (the decoding guard among them,
+        `max_batch_decoded_bytes`), decoded one image at a time, each shrunk at once to the size
+        the reading works at (pixels.working_factor). A file found truncated or corrupt while
         decoding is that request's 400 alone."""
-        costs = [r.decoded_bytes if isinstance(r, PendingImages) else None for r in parsed]
-        guarded = within_budget(
-            parsed, costs, self.settings.max_batch_decoded_bytes, "bytes of decoded images"
-        )
         out: list[Any] = []
-        for r in guarded:
+        for r in parsed:
             try:
                 out.append(
                     r.decode(self.settings, shrink=True) if isinstance(r, PendingImages) else r
@@ -204,14 +200,10 @@ class DigitsPredictor(Predictor[DigitsSettings]):
         ]
 
     def predict(self, parsed: list[Any]) -> list[DigitsAnswer | RequestError]:
-        """The batch's parsed requests (read `PendingImages` or decoded `ImageRequest`s,
-        RequestErrors among them) → one answer or error each, in order; requests past the batch's
-        image budget or decoding guard become 503 + Retry-After before anything is decoded."""
-        costs = [
-            len(r.images) if isinstance(r, ImageRequest | PendingImages) else None for r in parsed
-        ]
-        counted = within_budget(parsed, costs, self.settings.max_batch_images, "images")
-        admitted = self.admitted(counted)
+        """The batch's admitted requests (read `PendingImages` or decoded `ImageRequest`s,
+        RequestErrors among them) → one answer or error each, in order (the budgets were applied
+        before: the model's `budgets`)."""
+        admitted = self.decoded(parsed)
         run = [r for r in admitted if isinstance(r, ImageRequest)]
         answers = iter(self.classify([g for r in run for g in r.images]))
         return [

@@ -10,7 +10,7 @@ A bad value fails the load, never a request.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -25,7 +25,7 @@ from handlers.manifest import (
     require,
     text,
 )
-from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
+from handlers.settings import PositiveInt, ServingSettings
 
 LAYOUTS = ("NCHW", "NHWC")
 CHANNELS = (1, 3)
@@ -141,14 +141,11 @@ class DigitsExport:
         )
 
 
-class DigitsServing(ServingSettings):
-    """The model-config's `handler:` block: how to serve the export (the same names as the other
-    models'). These defaults are the only ones; the model-config overrides them."""
+class DigitsSettings(ServingSettings):
+    """The model-config's `handler:` block: how to serve the export (the knobs every model has
+    are handlers/settings.py's), bound at load to the export (`parse_settings`). These defaults
+    are the only ones; the model-config overrides them."""
 
-    runtime: Literal["onnx", "torchscript"] = "onnx"
-    """onnx or torchscript: which exported file the handler runs."""
-    threads: PositiveInt | None = None
-    """Intra-op threads of the runtime (None: library default)."""
     max_image_bytes: PositiveInt = 1 << 20
     """Largest encoded image (PNG/JPEG/WebP bytes, or its base64 in JSON) accepted."""
     max_image_pixels: PositiveInt = 4_000_000
@@ -175,11 +172,6 @@ class DigitsServing(ServingSettings):
     max_request_pixels). 64 MiB: one largest colour request (16,000,000 x 4 bytes) or four grey
     ones, about 0.5-0.8 s of decoding per batch, so a small request waits at most that long
     behind a batch of the most expensive requests."""
-    mc_samples: PositiveInt = 16
-    """MC-dropout samples of the head (dropout → linear over the graph's features): the masks are
-    drawn once at load, so an image's answer does not depend on its batch neighbours."""
-    seed: NonNegativeInt = 0
-    """Seed of the dropout masks, drawn once at load."""
     self_check_atol: Annotated[float, Field(gt=0)] = 1e-3
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
     explain_method: Literal["ablation", "shapley"] = "ablation"
@@ -193,68 +185,20 @@ class DigitsServing(ServingSettings):
     max_batch_explain_passes: PositiveInt = 8192
     """Explanation work per batch, image-passes: requests past it get 503 + Retry-After."""
 
+    @property
+    def export(self) -> DigitsExport:
+        """What the export is (the manifest's `handler` block), bound at load."""
+        return self._export
 
-SERVING_KEYS = frozenset(DigitsServing.model_fields)
-"""The knobs model-config.yaml's `handler:` block may set."""
 
-
-@dataclass(frozen=True)
-class DigitsSettings:
-    """What the predictor runs with: the export plus the serving knobs."""
-
-    export: DigitsExport
-    runtime: str
-    """onnx or torchscript: which exported file the handler runs."""
-    max_image_bytes: int
-    """Largest encoded image (PNG/JPEG/WebP bytes, or its base64 in JSON) accepted."""
-    max_image_pixels: int
-    """Largest decoded image, width x height, checked from the header before any pixel is decoded
-    (a 100 kB PNG can claim 100,000 x 100,000 pixels)."""
-    max_request_pixels: int
-    """Pixels one request may make the worker decode, all its images together (DigitsServing)."""
-    max_grid_side: int
-    """Longest side of a JSON grid of numbers."""
-    max_images: int
-    """Images per request ({"images": [...]})."""
-    max_batch_images: int
-    """Work per batch, images: past it a request gets 503 + Retry-After (handlers/budget.py)."""
-    max_batch_decoded_bytes: int
-    """Bytes a batch's images may decode into: past it 503 + Retry-After (DigitsServing)."""
-    version: str
-    """The artifact version, reported in every answer."""
-    threads: int | None = None
-    """Intra-op threads of the runtime (None: library default)."""
-    mc_samples: int = 16
-    """MC-dropout samples of the head."""
-    seed: int = 0
-    """Seed of the dropout masks, drawn once at load."""
-    self_check_atol: float = 1e-3
-    """At load, the head over the graph's features must reproduce the graph's logits within this."""
-    serving: DigitsServing = field(default_factory=DigitsServing)
-    """All the model-config's knobs as given (the explanation settings are read from here)."""
+DigitsServing = DigitsSettings
+"""The same class, by the name training reads the serving defaults under."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = DigitsExport.from_block(handler_block(manifest))
-    serving = DigitsServing.parse(config, "digits")
-    settings = DigitsSettings(
-        export=export,
-        runtime=serving.runtime,
-        max_image_bytes=serving.max_image_bytes,
-        max_image_pixels=serving.max_image_pixels,
-        max_request_pixels=serving.max_request_pixels,
-        max_grid_side=serving.max_grid_side,
-        max_images=serving.max_images,
-        max_batch_images=serving.max_batch_images,
-        max_batch_decoded_bytes=serving.max_batch_decoded_bytes,
-        version=manifest_version(manifest),
-        threads=serving.threads,
-        mc_samples=serving.mc_samples,
-        seed=serving.seed,
-        self_check_atol=serving.self_check_atol,
-        serving=serving,
-    )
+    settings = DigitsSettings.parse(config, "digits").bind(export, manifest_version(manifest))
     if settings.max_grid_side < max(export.native_size):
         raise ArchiveError(
             f"handler.max_grid_side {settings.max_grid_side} is below the native size "
