@@ -16,17 +16,18 @@ import pytest
 from PIL import Image
 
 from handlers import budget
-from handlers.digits.codec import (
+from handlers.digits.model import DigitsModel
+from handlers.digits.predict import DigitsPredictor
+from handlers.digits.settings import parse_settings
+from handlers.errors import TooLarge
+from handlers.kits.image.classifier import ImageAnswer as DigitsAnswer
+from handlers.kits.image.decode import (
     EncodedImage,
     PendingImages,
     decode_request,
     read_request,
 )
-from handlers.digits.model import DigitsModel
-from handlers.digits.pixels import block_mean, working_factor
-from handlers.digits.predict import DigitsAnswer, DigitsPredictor
-from handlers.digits.settings import parse_settings
-from handlers.errors import TooLarge
+from handlers.kits.image.reading import block_mean, working_factor
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
 from tests.unit.test_digits_codec import MANIFEST

@@ -18,13 +18,14 @@ from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
 import training.digits.__main__ as digits_main
 from handlers import budget
-from handlers.digits.codec import ImageRequest
 from handlers.digits.model import DigitsModel
-from handlers.digits.pixels import model_batch
-from handlers.digits.predict import DigitsAnswer, DigitsPredictor
+from handlers.digits.predict import DigitsPredictor
 from handlers.digits.settings import DigitsExport
 from handlers.digits_handler import DigitsHandler
 from handlers.errors import ArchiveError
+from handlers.kits.image.classifier import ImageAnswer as DigitsAnswer
+from handlers.kits.image.decode import ImageRequest
+from handlers.kits.image.reading import model_batch
 from handlers.manifest import read_manifest
 from handlers.runtime import load_runtime
 from tests.unit.test_digits_codec import png_claiming
