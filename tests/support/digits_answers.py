@@ -5,7 +5,7 @@ JSON; large enough to be shrunk while decoding), grids of other sizes, explanati
 the image budget and the decoding guard, and bad inputs of every kind the codec refuses.
 
 Run by tests/unit/test_digits_answers.py twice: in process over this checkout's handlers/, and
-as a script (`python tests/support/digits_answers.py ARTIFACTS OUT.json`) with PYTHONPATH naming
+as a script (`python tests/support/digits_answers.py ARTIFACTS OUT.json [RUNTIME]`) with PYTHONPATH naming
 another checkout's handlers/ (the code at a fixed commit, read with `git archive`). It imports
 nothing but `handlers.service` of whichever code is on the path, numpy, Pillow and scikit-learn.
 """
@@ -210,10 +210,10 @@ def record(result: Any) -> dict:
     }
 
 
-def answers(artifacts: str | Path) -> list[list[dict]]:
+def answers(artifacts: str | Path, runtime: str = "onnx") -> list[list[dict]]:
     from handlers.service import ModelService, Request
 
-    service = ModelService.from_dir(artifacts, config=dict(CONFIG))
+    service = ModelService.from_dir(artifacts, config=CONFIG | {"runtime": runtime})
     out = []
     for n, batch in enumerate(requests(held_out())):
         service.explain_share.spans.clear()  # explanations' share of the worker: never the limit
@@ -230,4 +230,4 @@ def answers(artifacts: str | Path) -> list[list[dict]]:
 
 
 if __name__ == "__main__":
-    Path(sys.argv[2]).write_text(json.dumps(answers(sys.argv[1])))
+    Path(sys.argv[2]).write_text(json.dumps(answers(*sys.argv[1:2], *sys.argv[3:4])))
