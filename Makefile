@@ -91,11 +91,12 @@ train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and expor
 
 # Every input of an archive is a prerequisite: its artifacts (manifest.json, written last, holds each
 # file's sha256), the code it carries (deploy/archive.serving_files: the shared serving core
-# handlers/*.py, the model's own handlers/<model>/ with its model-config.yaml, so editing `runtime:`
+# handlers/*.py, the modality kits it is built on (handlers/kits/<kit>/, `python -m handlers.registry
+# kits <model>`), the model's own handlers/<model>/ with its model-config.yaml, so editing `runtime:`
 # rebuilds, and its handler file) and the code that builds it. Another model's code and the tools
 # (tools/) are no input: editing them rebuilds no archive.
 SERVING_CORE := $(filter-out %_handler.py,$(wildcard handlers/*.py))
-serving_files = $(SERVING_CORE) handlers/$(1)_handler.py $(shell find handlers/$(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
+serving_files = $(SERVING_CORE) handlers/$(1)_handler.py $(shell find handlers/$(1) $(shell $(REGISTRY) kits $(1)) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
 $(foreach m,$(MODELS),$(eval $(STORE)/$(m).mar: $(call serving_files,$(m))))
 $(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json deploy/archive.py | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
