@@ -34,7 +34,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from handlers.errors import BadField, RequestError
+from handlers.errors import REQUEST_ID_HEADER, BadField, RequestError, valid_request_id
+from handlers.errors import error_body as error_body_of
 from handlers.manifest import read_manifest
 from handlers.service import ModelService, serving_config
 from handlers.tensors import flag
@@ -73,8 +74,10 @@ def grpc_code(err: RequestError) -> Any:
     return StatusCode.INVALID_ARGUMENT
 
 
-def error_body(err: RequestError) -> dict[str, Any]:
-    body = err.to_body()
+def error_body(err: RequestError, request_id: str | None = None) -> dict[str, Any]:
+    """The JSON of a refusal, as TorchServe's path answers it (handlers/errors.py): {"error",
+    "kind", "request_id"}, and `retry_after_s` where the client should retry."""
+    body = err.to_body(request_id)
     if err.retry_after_s is not None:
         body["retry_after_s"] = err.retry_after_s
     return body
@@ -93,17 +96,26 @@ def _refused_class() -> type:
     class Refused(GrpcException):
         """One request's refusal: REST status + JSON body, or gRPC status + the JSON as details."""
 
-        def __init__(self, err: RequestError):
+        def __init__(self, err: RequestError, request_id: str | None = None):
             code = StatusCode.UNAUTHENTICATED if err.status == 401 else grpc_code(err)
-            super().__init__(json.dumps(error_body(err)), code)
+            super().__init__(json.dumps(error_body(err, request_id)), code)
             self.error = err
+            self.request_id = request_id
 
     return Refused
 
 
 class Token:
-    def __init__(self, value: str | None):
-        self.value = value
+    """The client tokens inference needs: any one of them (a Secret holds one a line, two during a
+    rotation, as the pod's door reads it); none at all: no check (--no-auth)."""
+
+    def __init__(self, value: str | None | tuple[str, ...]):
+        self.values: tuple[str, ...] | None = (value,) if isinstance(value, str) else value
+
+    @property
+    def value(self) -> str | None:
+        """The first token (the one `make serve-oip` writes and clients read)."""
+        return self.values[0] if self.values else None
 
     @classmethod
     def from_file(cls, path: Path) -> Token:
@@ -111,16 +123,20 @@ class Token:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(mode=0o600)
             path.write_text(secrets.token_urlsafe(24) + "\n")
-        return cls(path.read_text().strip())
+        tokens = tuple(line.strip() for line in path.read_text().splitlines() if line.strip())
+        if not tokens:
+            raise SystemExit(f"{path}: no token in it (one a line)")
+        return cls(tokens)
 
     def check(self, headers: dict[str, str] | None) -> None:
-        if self.value is None:
+        if self.values is None:
             return
         given = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
         scheme, _, token = (given or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), self.value.encode()
-        ):
+        sent = token.strip().encode()
+        # Every token compared (no early exit): the time taken says nothing about which matched.
+        matches = [hmac.compare_digest(sent, t.encode()) for t in self.values]
+        if scheme.lower() != "bearer" or not any(matches):
             raise Unauthorized(
                 "missing or wrong token: send 'Authorization: Bearer <token>' (the server's "
                 "--token-file)"
@@ -192,7 +208,7 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
             headers: dict[str, str] | None = None,
             response_headers: dict[str, str] | None = None,
         ) -> InferResponse:
-            request_id = payload.id or str(uuid.uuid4())
+            request_id = request_id_of(payload.id, headers)
             try:
                 token.check(headers)
                 if not isinstance(payload, InferRequest):  # a v1 body
@@ -208,10 +224,10 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
                 arrays = contract.read_inputs(list(payload.inputs))
                 request = to_request(contract.native(arrays, parameters), request_id, explain)
             except RequestError as err:
-                raise Refused(err) from None
+                raise Refused(err, request_id) from None
             result = await batcher.submit(request)
             if isinstance(result, RequestError):
-                raise Refused(result)
+                raise Refused(result, request_id)
             outputs = contract.answer(result, explain)
             infer_outputs = []
             for out in outputs:
@@ -245,10 +261,13 @@ def _rest_refusals(app: Any) -> None:
         err: RequestError | None = getattr(exc, "error", None)
         if err is None:  # a gRPC-only exception from elsewhere: KServe's generic answer
             return JSONResponse({"error": str(exc)}, status_code=500)
+        request_id = getattr(exc, "request_id", None)
         headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
         if err.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse(error_body(err), status_code=err.status, headers=headers)
+        if request_id is not None:
+            headers[REQUEST_ID_HEADER] = request_id
+        return JSONResponse(error_body(err, request_id), status_code=err.status, headers=headers)
 
     # Starlette finds a handler by the exception's classes: every Refused is one GrpcException.
     app.add_exception_handler(Refused.__mro__[1], refused)
@@ -365,7 +384,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         seen = 0
         refused = False
@@ -379,7 +398,7 @@ class BodyLimit:
                 seen += len(message.get("body", b""))
                 if seen > self.limit:  # a body without Content-Length (chunked) that runs over
                     refused = True
-                    await self._refuse(send)
+                    await self._refuse(scope, send)
                     return {"type": "http.disconnect"}
             return message
 
@@ -392,14 +411,33 @@ class BodyLimit:
     def _error(self) -> RequestError:
         return BodyTooLarge(f"the request body is over {self.limit} bytes")
 
-    async def _refuse(self, send: Any) -> None:
-        await send_json(send, 413, error_body(self._error()))
+    async def _refuse(self, scope: dict, send: Any) -> None:
+        request_id = scope_request_id(scope)
+        await send_json(send, 413, error_body(self._error(), request_id), request_id)
 
 
-async def send_json(send: Any, status: int, payload: dict) -> None:
+def request_id_of(given: Any, headers: dict[str, str] | None) -> str:
+    """A request's id, by TorchServe's path's rule (handlers/errors.REQUEST_ID_PATTERN): the
+    request's own `id` when acceptable, else the client's X-Request-ID (REST header or gRPC
+    metadata), else a new one. It goes to the model's log lines and every error body."""
+    header = next(
+        (v for k, v in (headers or {}).items() if k.lower() == REQUEST_ID_HEADER.lower()), None
+    )
+    return valid_request_id(given) or valid_request_id(header) or str(uuid.uuid4())
+
+
+def scope_request_id(scope: dict) -> str:
+    """The request id of an ASGI request answered before KServe reads its body."""
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    return request_id_of(None, headers)
+
+
+async def send_json(send: Any, status: int, payload: dict, request_id: str | None = None) -> None:
     """An ASGI answer with a JSON body, written before KServe's app sees the request."""
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if request_id is not None:
+        headers.append((REQUEST_ID_HEADER.lower().encode(), request_id.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -415,6 +453,27 @@ ROUTES = re.compile(
 v1 routes, /metrics, /docs and the model repository (POST .../unload would take a model away)."""
 
 
+def kserve_routes() -> list[tuple[str, str]]:
+    """(method, path template) of every route KServe 0.21's REST app registers (its root and
+    /metrics, v1, v2 with the model repository, FastAPI's docs): the surface `ROUTES` narrows to
+    the protocol's. For the surface tests; imports KServe (the OIP venv)."""
+    from unittest import mock
+
+    from fastapi import FastAPI
+    from kserve.protocol.rest.v1_endpoints import register_v1_endpoints
+    from kserve.protocol.rest.v2_endpoints import register_v2_endpoints
+
+    app = FastAPI()
+    plane, repository = mock.MagicMock(), mock.MagicMock()
+    register_v1_endpoints(app, plane, repository)
+    register_v2_endpoints(app, plane, repository)
+    found = {("GET", "/"), ("GET", "/metrics")}
+    for route in app.routes:
+        for method in sorted(getattr(route, "methods", None) or ()):
+            found.add((method, getattr(route, "path", "")))
+    return sorted(found)
+
+
 class OnlyTheProtocol:
     """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it."""
 
@@ -425,7 +484,10 @@ class OnlyTheProtocol:
         if scope.get("type") == "http" and not ROUTES.fullmatch(
             f"{scope.get('method')} {scope.get('path', '').rstrip('/') or '/'}"
         ):
-            await send_json(send, 404, {"error": "not found", "kind": "not_found"})
+            request_id = scope_request_id(scope)
+            await send_json(
+                send, 404, error_body_of("not found", "not_found", request_id), request_id
+            )
             return
         await self.app(scope, receive, send)
 
