@@ -52,14 +52,16 @@ def model_class(name: str) -> Any:
 
 def check(value: Any, type_name: str, path: str) -> list[str]:
     """The errors of `value` read as `type_name` (an OpenAPI type of the SDK) at `path`."""
-    if m := re.fullmatch(r"list\[(.+)\]", type_name):
+    # KServe's models write list[X] and dict(str, X); the Kubernetes client's, List[X], Dict[str, X].
+    if m := re.fullmatch(r"[lL]ist\[(.+)\]", type_name):
         if not isinstance(value, list):
             return [f"{path}: expected a list, got {type(value).__name__}"]
         return [e for i, v in enumerate(value) for e in check(v, m[1], f"{path}[{i}]")]
-    if m := re.fullmatch(r"dict\(str, (.+)\)", type_name):
+    if m := re.fullmatch(r"dict\(str, (.+)\)|Dict\[str, (.+)\]", type_name):
         if not isinstance(value, dict):
             return [f"{path}: expected a map, got {type(value).__name__}"]
-        return [e for k, v in value.items() for e in check(v, m[1], f"{path}.{k}")]
+        item = m[1] or m[2]
+        return [e for k, v in value.items() for e in check(v, item, f"{path}.{k}")]
     if type_name in PRIMITIVES:
         numeric = type_name in ("int", "float")
         if not isinstance(value, PRIMITIVES[type_name]) or (numeric and isinstance(value, bool)):
