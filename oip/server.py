@@ -34,7 +34,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from handlers.errors import REQUEST_ID_HEADER, BadField, RequestError, valid_request_id
+from handlers.errors import (
+    REQUEST_ID_HEADER,
+    BadEncoding,
+    BadField,
+    RequestError,
+    echo,
+    valid_request_id,
+)
 from handlers.errors import error_body as error_body_of
 from handlers.manifest import read_manifest
 from handlers.service import ModelService, serving_config
@@ -191,6 +198,7 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
             super().__init__(name)
             self.contract = contract
             self.batcher = batcher
+            self.version = version
             self.ready = True
 
         def load(self) -> bool:
@@ -357,7 +365,34 @@ def _bind(host: str) -> None:
                     await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served here")
 
                 return grpc.unary_unary_rpc_method_handler(deny)
-            return await continuation(details)
+            handler = await continuation(details)
+            if handler is None or handler.unary_unary is None or not handler.request_deserializer:
+                return handler
+            return _decoded_or_invalid(handler)
+
+    def _decoded_or_invalid(handler: Any) -> Any:
+        """A message that does not decode is the client's INVALID_ARGUMENT (gRPC itself answers
+        UNKNOWN with the parser's exception), with the refusals' JSON as its details."""
+        decode, behaviour = handler.request_deserializer, handler.unary_unary
+        undecodable = object()
+
+        def lenient(raw: bytes) -> Any:
+            try:
+                return decode(raw)
+            except Exception:  # protobuf's DecodeError, or anything its parser raises
+                return undecodable
+
+        async def checked(request: Any, context: Any) -> Any:
+            if request is undecodable:
+                err = BadEncoding("the message does not decode as this RPC's request")
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, json.dumps(error_body(err)))
+            return await behaviour(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            checked,
+            request_deserializer=lenient,
+            response_serializer=handler.response_serializer,
+        )
 
     grpc_proxy = types.ModuleType("grpc.aio")
     grpc_proxy.__dict__.update(grpc.aio.__dict__)
@@ -468,28 +503,60 @@ def kserve_routes() -> list[tuple[str, str]]:
     register_v1_endpoints(app, plane, repository)
     register_v2_endpoints(app, plane, repository)
     found = {("GET", "/"), ("GET", "/metrics")}
-    for route in app.routes:
-        for method in sorted(getattr(route, "methods", None) or ()):
-            found.add((method, getattr(route, "path", "")))
+
+    def walk(routes: Any, prefix: str) -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None)  # FastAPI's included router
+            if inner is not None:
+                context = getattr(route, "include_context", None)
+                walk(inner.routes, prefix + str(getattr(context, "prefix", "") or ""))
+                continue
+            for method in sorted(getattr(route, "methods", None) or ()):
+                found.add((method, prefix + getattr(route, "path", "")))
+
+    walk(app.routes, "")
     return sorted(found)
 
 
-class OnlyTheProtocol:
-    """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it."""
+VERSIONED = re.compile(r"/v2/models/([^/]+)/versions/([^/]+)(/ready|/infer)?/?")
 
-    def __init__(self, app: Any):
+
+class OnlyTheProtocol:
+    """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it. A versioned route
+    (`/v2/models/<m>/versions/<v>[/ready|/infer]`, which KServe 0.21 answers with a 500-class
+    NotImplementedError) is the model's own route when <v> is the version it serves, else 404."""
+
+    def __init__(self, app: Any, versions: dict[str, str] | None = None):
         self.app = app
+        self.versions = versions or {}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") == "http" and not ROUTES.fullmatch(
-            f"{scope.get('method')} {scope.get('path', '').rstrip('/') or '/'}"
-        ):
-            request_id = scope_request_id(scope)
-            await send_json(
-                send, 404, error_body_of("not found", "not_found", request_id), request_id
-            )
-            return
+        if scope.get("type") == "http":
+            path = scope.get("path", "")
+            if not ROUTES.fullmatch(f"{scope.get('method')} {path.rstrip('/') or '/'}"):
+                await self._not_found(scope, send, "not found")
+                return
+            if versioned := VERSIONED.fullmatch(path):
+                name, version, rest = versioned.groups()
+                served = self.versions.get(name)
+                if served is None or version != served:
+                    await self._not_found(
+                        scope,
+                        send,
+                        f"model {echo(name)} is not served"
+                        if served is None
+                        else f"model {name!r} has no version {echo(version)}: it serves "
+                        + (f"version {served!r}" if served else "no named version"),
+                    )
+                    return
+                own = f"/v2/models/{name}{rest or ''}"  # the model's own route
+                scope = {**scope, "path": own, "raw_path": own.encode()}
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _not_found(scope: dict, send: Any, reason: str) -> None:
+        request_id = scope_request_id(scope)
+        await send_json(send, 404, error_body_of(reason, "not_found", request_id), request_id)
 
 
 class JsonByDefault:
@@ -554,6 +621,6 @@ def main(argv: list[str] | None = None) -> int:
     _bind(args.host)
     model_server.app.add_middleware(JsonByDefault)
     model_server.app.add_middleware(BodyLimit, limit=args.max_request_bytes)
-    model_server.app.add_middleware(OnlyTheProtocol)
+    model_server.app.add_middleware(OnlyTheProtocol, versions={m.name: m.version for m in models})
     kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port).start(models)
     return 0

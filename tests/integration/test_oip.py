@@ -376,3 +376,23 @@ def test_only_the_protocols_routes_and_rpcs_are_served(oip_server):
     assert http["error"]["status"] == "404"
     assert grpc["error"]["status"] == "StatusCode.UNIMPLEMENTED"
     assert requests.get(f"{oip_server.url}/v2/models/digits/ready", timeout=30).status_code == 200
+
+
+def test_versioned_routes_serve_the_models_own_version_and_404_any_other(oip_server, services):
+    """KServe 0.21 answers every versioned route with NotImplementedError (a 501 and a traceback):
+    the model's own version is its route, another version or model a JSON 404."""
+    version = str(services["sentiment"].settings.version or "")
+    assert version, "the tiny sentiment model names its version"
+    auth = {"Authorization": f"Bearer {oip_server.token}"}
+    base = f"{oip_server.url}/v2/models/sentiment/versions"
+    assert requests.get(f"{base}/{version}/ready", timeout=30).status_code == 200
+    assert requests.get(f"{base}/{version}", timeout=30).json()["name"] == "sentiment"
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["loved it"]}]}
+    r = requests.post(f"{base}/{version}/infer", json=body, headers=auth, timeout=60)
+    assert r.status_code == 200, r.text
+    for url in (f"{base}/not-{version}/ready", f"{oip_server.url}/v2/models/nope/versions/1"):
+        r = requests.get(url, timeout=30)
+        assert r.status_code == 404 and r.json()["kind"] == "not_found", (url, r.text)
+    r = requests.post(f"{base}/not-{version}/infer", json=body, headers=auth, timeout=60)
+    assert r.status_code == 404 and "has no version" in r.json()["error"]
+    assert "NotImplementedError" not in oip_server.log.read_text()

@@ -47,6 +47,9 @@ DATATYPES = [
 ]  # fmt: skip
 PARAMETERS = ["explain", "stream", "state", "frequencies", "sample_rate", "binary_data_output"]
 NEIGHBOURS = 2
+UNPARSED = b"Invalid HTTP request received."
+"""uvicorn's own answer to bytes that are not HTTP (a control character in a header): plain text,
+before any app code runs. Behind the pod's door such a request never reaches the server."""
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 VALID = {
     "sentiment": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a fine film"]}],
@@ -144,8 +147,11 @@ class Surface:
         for answer in neighbours:
             assert answer == self.alone[model], f"{what}: a neighbour's answer changed: {answer}"
         assert self.server.process.poll() is None, f"{what}: the server exited"
+        # KServe logs the exceptions it maps to a status itself (ModelNotFound...); a traceback
+        # through this project's code (the adapter, the batcher, a handler) is a failure.
         log = self.server.log.read_text(errors="replace")
-        assert "Traceback" not in log, f"{what}: {log[log.index('Traceback') :][:3000]}"
+        ours = re.search(r'File "[^"]*/(oip|handlers)/[^"]*"', log)
+        assert ours is None, f"{what}: {log[max(0, ours.start() - 2000) : ours.end() + 1000]}"
 
 
 def rounded(value):
@@ -255,7 +261,10 @@ def acceptable(r: requests.Response) -> tuple[bool, str]:
         body = r.json()
     except ValueError:
         body = None
-    if r.status_code >= 400 and not (isinstance(body, dict) and "error" in body):
+    head = r.request.method == "HEAD"  # a HEAD answer has no body
+    if (r.status_code, r.content) == (400, UNPARSED):
+        return True, ""
+    if r.status_code >= 400 and not head and not (isinstance(body, dict) and "error" in body):
         return False, "not the protocol's error shape"
     if r.status_code < 500:
         return True, ""
@@ -270,10 +279,14 @@ def test_every_kserve_route_is_the_protocols_or_404(surface, kserve_routes):
     for method, template in kserve_routes:
         path = fill(template, "sentiment")
         r = requests.request(method, surface.server.url + path, headers=surface.auth, timeout=30)
-        if served_route(method, path):
+        if "{model_version}" in template:  # version "1", not the one served: a JSON 404
+            assert r.status_code == 404 and r.json()["kind"] == "not_found", (method, path)
+        elif served_route(method, path):
             assert r.status_code != 404, (method, path)
         else:
-            assert r.status_code == 404 and r.json()["kind"] == "not_found", (method, path)
+            assert r.status_code == 404, (method, path, r.status_code)
+            if method != "HEAD":  # a HEAD answer has no body
+                assert r.json()["kind"] == "not_found", (method, path)
 
 
 def test_every_rest_route_keeps_the_server_and_neighbours(surface, kserve_routes):
@@ -361,8 +374,10 @@ def grpc_attacks(draw, rpcs: dict):
                 parameter.bool_param = value
             elif isinstance(value, int):
                 parameter.int64_param = value
-            elif isinstance(value, float):
+            elif isinstance(value, float) and "double_param" in parameter.DESCRIPTOR.fields_by_name:
                 parameter.double_param = value
+            elif isinstance(value, float):
+                parameter.string_param = repr(value)
             else:
                 parameter.string_param = value
     return method, model, message.SerializeToString()
