@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.fixtures.frequency",
     "tests.fixtures.digits",
     "tests.fixtures.served",
+    "tests.fixtures.oip",
     "reliability.fixtures",
     "tests.fixtures.s3",
     "tests.fixtures.checkout",
