@@ -91,11 +91,12 @@ train: $(foreach m,$(MODELS),$(ARTIFACTS)/$(m)/manifest.json) ## Train and expor
 
 # Every input of an archive is a prerequisite: its artifacts (manifest.json, written last, holds each
 # file's sha256), the code it carries (deploy/archive.serving_files: the shared serving core
-# handlers/*.py, the model's own handlers/<model>/ with its model-config.yaml, so editing `runtime:`
+# handlers/*.py, the modality kits it is built on (handlers/kits/<kit>/, `python -m handlers.registry
+# kits <model>`), the model's own handlers/<model>/ with its model-config.yaml, so editing `runtime:`
 # rebuilds, and its handler file) and the code that builds it. Another model's code and the tools
 # (tools/) are no input: editing them rebuilds no archive.
-SERVING_CORE := $(filter-out %_handler.py,$(wildcard handlers/*.py)) $(wildcard handlers/kits/*.py)
-serving_files = $(SERVING_CORE) handlers/$(1)_handler.py $(shell find handlers/$(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
+SERVING_CORE := $(filter-out %_handler.py,$(wildcard handlers/*.py))
+serving_files = $(SERVING_CORE) handlers/$(1)_handler.py $(shell find handlers/$(1) $(shell $(REGISTRY) kits $(1)) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
 $(foreach m,$(MODELS),$(eval $(STORE)/$(m).mar: $(call serving_files,$(m))))
 $(STORE)/%.mar: $(ARTIFACTS)/%/manifest.json deploy/archive.py | $(STAMP)
 	$(PY) -m deploy.archive $* --artifacts $(ARTIFACTS)/$* --out $(STORE)
@@ -224,9 +225,9 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 # artifacts/ holds every model, as after `make serve`, and then needs that server.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
 test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
-	$(PY) -m pytest -q -x tests/unit
+	$(PY) -m pytest -q -x --durations=10 tests/unit
 	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
-	$(PY) -m pytest -q tests/integration
+	$(PY) -m pytest -q --durations=20 tests/integration
 
 .PHONY: check-served
 check-served: $(STAMP) ## Ask the full-size models `make serve` runs: held-out reviews, digits, a signal; REST = gRPC = MLflow PyFunc
@@ -242,7 +243,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
-k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay, validate (strict schemas, KEDA CRD, checkov): summary + failures
+k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay and k8s/scoring, validate (strict schemas, KEDA CRD, checkov): summary + failures
 	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
 lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ tools/ deploy/ clients/ training/, the import layering (pyproject.toml)

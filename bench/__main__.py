@@ -151,6 +151,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also serve every archive with these model-config settings, side by side in the same "
         "run (REST only), e.g. maxBatchDelay=20 against the model-config's own (repeatable)",
     )
+    p.add_argument(
+        "--oip-seconds",
+        type=float,
+        default=20.0,
+        help="sentiment served by TorchServe and by the Open Inference Protocol server side by "
+        "side (bench/oip.py): each runtime's closed-loop run lasts this long (0: skip)",
+    )
+    p.add_argument("--oip-rounds", type=int, default=2, help="rounds of that comparison")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     args = p.parse_args(argv)
@@ -411,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         steps.close()
 
+    oip_section = compare_runtimes(args, archives)
     for row in results:
         best = max((s["rps"] for s in row["served"]), default=0.0)
         row["served_over_in_process"] = (
@@ -441,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         "versions": _versions(),
         "results": results,
     }
+    if oip_section is not None:
+        report["oip"] = oip_section
     report["failures"] = failures(report)
     table = markdown_table(report)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -455,6 +466,26 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmark failed:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def compare_runtimes(args: argparse.Namespace, archives: dict[str, Path]) -> dict | None:
+    """TorchServe and the OIP server side by side on this run's fp32 sentiment archive
+    (bench/oip.py), or None where this run has none, --oip-seconds is 0 or .venv-oip is missing."""
+    from bench import oip
+
+    archive = archives.get(f"sentiment_{RUNTIME_SUFFIX['onnx']}")
+    if archive is None or args.oip_seconds <= 0:
+        return None
+    if not oip.OIP_PYTHON.exists():
+        print("bench: no .venv-oip (make install builds it): no OIP comparison", file=sys.stderr)
+        return None
+    with tqdm(desc="bench oip", total=None, unit="step") as bar:
+
+        def progress(what: str) -> None:
+            bar.set_postfix_str(what)
+            bar.update()
+
+        return oip.compare(archive, args.oip_seconds, 16, args.oip_rounds, progress=progress)
 
 
 def _versions() -> dict[str, str]:

@@ -137,48 +137,119 @@ def _interleaved_lone(posts: dict, bodies: list, n: int) -> dict:
     return {k: round(statistics.median(v[5:]) * 1000, 1) for k, v in latencies.items()}
 
 
+def compare(
+    archive: Path,
+    seconds: float = 20.0,
+    clients: int = 16,
+    rounds: int = 2,
+    lone_requests: int = 60,
+    progress=None,
+) -> dict:
+    """Sentiment from `archive` served by each runtime: both up at once with one client alternating
+    between them request by request (the lone-client p50 of each under the same neighbours), then
+    each alone on the machine in turn for `rounds` rounds (`clients` closed-loop clients for
+    `seconds`, then one client). → the `oip` section of the bench report, its CPU named."""
+    from tools.sentiment.samples import bench_feed
+    from training.common.machine import cpu_summary, describe_cpu
+
+    def step(what: str) -> None:
+        if progress is not None:
+            progress(what)
+
+    bodies = [b["text"] for b in bench_feed(200, seed=1)]
+    archive = archive.resolve()
+    with tempfile.TemporaryDirectory(prefix="bench-lone-") as tmp:
+        stops, posts = {}, {}
+        try:
+            for name, start in (("torchserve", _torchserve), ("oip", _oip)):
+                (Path(tmp) / name).mkdir()
+                step(f"oip: starting {name}")
+                stops[name], posts[name] = start(archive, Path(tmp) / name)
+            step("oip: interleaved lone client")
+            interleaved = _interleaved_lone(posts, bodies, lone_requests)
+        finally:
+            for stop in stops.values():
+                stop()
+    results: dict[str, list] = {"torchserve": [], "oip": []}
+    for i in range(rounds):
+        for name, start in (("torchserve", _torchserve), ("oip", _oip)):
+            with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+                step(f"oip: round {i + 1}/{rounds}, {name} alone")
+                stop, post = start(archive, Path(tmp))
+                try:
+                    _drive(post, bodies, clients, min(3.0, seconds))  # warm-up
+                    many = _drive(post, bodies, clients, seconds)
+                    alone = _drive(post, bodies, 1, seconds / 2)
+                finally:
+                    stop()
+            results[name].append({"concurrent": many, "lone": alone})
+    out: dict = {
+        "cpu": describe_cpu(),
+        "cpu_summary": cpu_summary(describe_cpu()),
+        "load_average_1m": os.getloadavg()[0],
+        "clients": clients,
+        "seconds": seconds,
+        "interleaved_lone_p50_ms": interleaved,
+        "lone_extra_ms": round(interleaved["oip"] - interleaved["torchserve"], 1),
+        "runs": results,
+    }
+    if rounds:
+        best = {k: max(r["concurrent"]["answered_per_s"] for r in v) for k, v in results.items()}
+        out["best_answered_per_s"] = best
+        out["oip_over_torchserve_throughput"] = (
+            round(best["oip"] / best["torchserve"], 3) if best["torchserve"] else None
+        )
+    return out
+
+
+def markdown(section: dict) -> list[str]:
+    """The bench report's side-by-side table of the two runtimes."""
+    lone = section["interleaved_lone_p50_ms"]
+    lines = [
+        "## TorchServe and the Open Inference Protocol server, side by side",
+        "",
+        f"Sentiment, the same archive, on {section['cpu_summary']} (load average "
+        f"{section['load_average_1m']:.1f} at the end): {section['clients']} closed-loop REST "
+        f"clients for {section['seconds']:g} s, each runtime alone on the machine in turn, best "
+        "round; the lone client with both up, one client alternating between them request by "
+        "request (docs/oip.md).",
+        "",
+        "| | TorchServe | OIP | OIP / TorchServe |",
+        "|---|---:|---:|---:|",
+    ]
+    best = section.get("best_answered_per_s")
+    if best:
+        ratio = section.get("oip_over_torchserve_throughput")
+        lines.append(
+            f"| {section['clients']} clients (answered/s) | {best['torchserve']:.2f} | "
+            f"{best['oip']:.2f} | {ratio if ratio is not None else '-'} |"
+        )
+    lines.append(
+        f"| lone client p50, interleaved (ms) | {lone['torchserve']:.1f} | {lone['oip']:.1f} | "
+        f"{section['lone_extra_ms']:+.1f} ms |"
+    )
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.oip")
     p.add_argument("--archive", type=Path, default=ROOT / "model_store" / "sentiment.mar")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--lone-requests", type=int, default=60)
     p.add_argument("--lone-only", action="store_true", help="only the interleaved lone client")
     args = p.parse_args(argv)
-    from tools.sentiment.samples import bench_feed
-    from training.common.machine import cpu_summary, describe_cpu
-
-    bodies = [b["text"] for b in bench_feed(200, seed=1)]
-    with tempfile.TemporaryDirectory(prefix="bench-lone-") as tmp:
-        stops, posts = {}, {}
-        for name, start in (("torchserve", _torchserve), ("oip", _oip)):
-            (Path(tmp) / name).mkdir()
-            stops[name], posts[name] = start(args.archive.resolve(), Path(tmp) / name)
-        try:
-            lone = _interleaved_lone(posts, bodies, 60)
-        finally:
-            for stop in stops.values():
-                stop()
-    print("interleaved lone p50 ms", json.dumps(lone), file=sys.stderr)
-    results: dict[str, list] = {"torchserve": [], "oip": []}
-    for _ in range(0 if args.lone_only else args.rounds):
-        for name, start in (("torchserve", _torchserve), ("oip", _oip)):
-            with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
-                stop, post = start(args.archive.resolve(), Path(tmp))
-                try:
-                    _drive(post, bodies, args.clients, 3)  # warm-up
-                    many = _drive(post, bodies, args.clients, args.seconds)
-                    lone = _drive(post, bodies, 1, args.seconds / 2)
-                finally:
-                    stop()
-            results[name].append({"concurrent": many, "lone": lone})
-            print(name, json.dumps(results[name][-1]), file=sys.stderr)
-    out: dict = {"cpu": cpu_summary(describe_cpu()), "interleaved_lone_p50_ms": lone}
-    if results["oip"]:
-        best = {k: max(r["concurrent"]["answered_per_s"] for r in v) for k, v in results.items()}
-        out["runs"] = results
-        out["oip_over_torchserve_throughput"] = round(best["oip"] / best["torchserve"], 3)
-    print(json.dumps(out, indent=1))
+    section = compare(
+        args.archive,
+        args.seconds,
+        args.clients,
+        0 if args.lone_only else args.rounds,
+        args.lone_requests,
+        progress=lambda what: print(what, file=sys.stderr),
+    )
+    print(json.dumps(section, indent=1))
+    print("\n".join(markdown(section)), file=sys.stderr)
     return 0
 
 

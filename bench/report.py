@@ -221,6 +221,10 @@ def markdown_table(report: dict) -> str:
         "Each level's in-process figure is taken right after it (same neighbours on shared cores).",
         "",
     ]
+    if report.get("oip"):
+        from bench.oip import markdown as oip_markdown
+
+        lines += oip_markdown(report["oip"])
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from handlers import registry
 from handlers.manifest import read_manifest, sha256_file
 from handlers.registry import names as registered_models
 from handlers.runtime import AUTO, RUNTIME_FILES, archive_files
@@ -39,8 +40,8 @@ class ArchiveBuildError(RuntimeError):
 
 def serving_files(model: str) -> list[Path]:
     """The code a worker of `model` loads, relative to the repository: the shared serving core
-    (handlers/*.py but the other models' handler files, and the kits handlers/kits/*.py), the
-    model's own folder handlers/<model>/
+    (handlers/*.py but the other models' handler files), the modality kits it is built on
+    (handlers/kits/<kit>/, its registry entry's `kits`), the model's own folder handlers/<model>/
     (its model-config.yaml included) and its handler file. The Makefile's prerequisites of
     `$(STORE)/<model>.mar` are these files (tests/unit/test_make_archive_inputs.py)."""
     if model not in registered_models():
@@ -48,10 +49,11 @@ def serving_files(model: str) -> list[Path]:
     handlers = ROOT / "handlers"
     others = {f"{m}_handler.py" for m in registered_models() if m != model}
     core = [p for p in handlers.glob("*.py") if p.name not in others]
-    core += list((handlers / "kits").glob("*.py"))  # the modality kits (handlers/kits/)
+    folders = [handlers / model, *(ROOT / k for k in registry.get(model).kit_paths)]
     own = [
         p
-        for p in (handlers / model).rglob("*")
+        for folder in folders
+        for p in (folder.rglob("*") if folder.is_dir() else [folder])
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     ]
     return sorted(p.relative_to(ROOT) for p in core + own)

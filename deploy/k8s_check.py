@@ -1,4 +1,5 @@
-"""Render every Kubernetes overlay and check it: schemas (strict) and, optionally, checkov.
+"""Render every Kubernetes overlay and k8s/scoring, and check them: schemas (strict) and,
+optionally, checkov.
 
     python -m deploy.k8s_check [--out build/k8s] [--checkov .venv-checkov/bin/checkov]
 
@@ -7,7 +8,8 @@ one source; kustomize reads only files inside the kustomization root, so the bas
 Rendering is plain `kubectl kustomize`, as Argo CD, Flux and `kubectl apply -k` do it.
 kubernetes-validate ships its schemas, so validation works offline; strict mode rejects fields a
 schema does not know (a typo in a probe or securityContext would otherwise pass silently). Custom
-resources (KEDA's ScaledObject) are checked by deploy/k8s_crds.py and counted apart.
+resources are checked by their own models and counted apart: KEDA's ScaledObject by
+deploy/k8s_crds.py, the scoring job's KubeRay RayJob by deploy/kuberay.py.
 It prints a summary and the details of failures only.
 """
 
@@ -25,10 +27,12 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
-from deploy import k8s_crds
+from deploy import k8s_crds, kuberay
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERLAYS = ROOT / "k8s" / "overlays"
+SCORING = ROOT / "k8s" / "scoring"
+"""The offline scoring job (docs/scoring.md): a kustomization of its own, beside the overlays."""
 CONFIG, CONFIG_COPY = (
     ROOT / "config.properties",
     ROOT / "k8s" / "base" / "config" / "config.properties",
@@ -52,6 +56,25 @@ def overlays() -> list[str]:
     return sorted(p.name for p in OVERLAYS.iterdir() if (p / "kustomization.yaml").is_file())
 
 
+def kustomizations() -> dict[str, Path]:
+    """What `make k8s` renders: each overlay by its name, and the scoring job as `scoring`."""
+    return {name: OVERLAYS / name for name in overlays()} | {"scoring": SCORING}
+
+
+def is_custom(obj: dict) -> bool:
+    return k8s_crds.is_custom(obj) or kuberay.is_rayjob(obj)
+
+
+def custom_label(obj: dict) -> str:
+    if kuberay.is_rayjob(obj):
+        return "ray.io/v1 RayJob (KubeRay CRD fields, deploy/kuberay.py)"
+    return k8s_crds.label(obj)
+
+
+def custom_errors(obj: dict) -> list[str]:
+    return kuberay.errors(obj) if kuberay.is_rayjob(obj) else k8s_crds.errors(obj)
+
+
 def kubectl() -> str:
     """The kubectl on PATH, else the one `make install` put beside this venv's python (the pinned
     wheel of requirements-kubectl.txt, where Debian packages none): no activation needed."""
@@ -63,8 +86,9 @@ def kubectl() -> str:
 
 
 def render(overlay: str) -> Rendered:
+    """An overlay by its name, or `scoring` (kustomizations())."""
     out = subprocess.run(
-        [kubectl(), "kustomize", str(OVERLAYS / overlay)],
+        [kubectl(), "kustomize", str(kustomizations().get(overlay, OVERLAYS / overlay))],
         capture_output=True,
         text=True,
     )
@@ -89,8 +113,8 @@ def schema_errors(rendered: Rendered, versions: tuple[str, ...] = K8S_VERSIONS) 
     errors = []
     for obj in rendered.objects:
         name = object_name(rendered, obj)
-        if k8s_crds.is_custom(obj):
-            errors += [f"{name} ({k8s_crds.label(obj)}): {e}" for e in k8s_crds.errors(obj)]
+        if is_custom(obj):
+            errors += [f"{name} ({custom_label(obj)}): {e}" for e in custom_errors(obj)]
             continue
         for version in versions:
             try:
@@ -165,19 +189,20 @@ def main(argv: list[str] | None = None) -> int:
     if sync_config():
         print(f"{CONFIG_COPY.relative_to(ROOT)}: refreshed from config.properties (commit it)")
     files, failed = [], False
-    for overlay in overlays():
+    for overlay in kustomizations():
         rendered = render(overlay)
         path = args.out / f"{overlay}.yaml"
         path.write_text(rendered.text)
         files.append(path)
         errors = schema_errors(rendered)
-        custom = [o for o in rendered.objects if k8s_crds.is_custom(o)]
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path  # --out anywhere
+        custom = [o for o in rendered.objects if is_custom(o)]
         builtin = len(rendered.objects) - len(custom)
         print(
-            f"{overlay}: {len(rendered.objects)} objects -> {path.relative_to(ROOT)}; "
+            f"{overlay}: {len(rendered.objects)} objects -> {shown}; "
             f"{builtin} against Kubernetes {', '.join(K8S_VERSIONS)} schemas (strict), "
             f"{len(custom)} custom: "
-            + (", ".join(f"{o['kind']} ({k8s_crds.label(o)})" for o in custom) or "none")
+            + (", ".join(f"{o['kind']} ({custom_label(o)})" for o in custom) or "none")
             + f"; {len(errors)} schema errors"
         )
         for e in errors:

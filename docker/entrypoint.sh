@@ -48,6 +48,52 @@ fi
 cp "$APP/metrics.yaml" metrics.yaml
 mkdir -p model_store
 
+# RUNTIME picks the server (docs/oip.md): torchserve (the default) or oip, the Open Inference
+# Protocol server (`python -m oip`, KServe's model server, from the image's venv-oip) over the same
+# archives in model_store/, with the same request-size limit (max_request_size). Its REST and gRPC
+# listen on OIP_HTTP_PORT and OIP_GRPC_PORT (8080 and 7070: where the pod's door finds TorchServe)
+# on OIP_HOST: loopback, behind the door, which checks the client tokens; any other address needs
+# OIP_TOKEN_FILE (the client tokens, one a line), as TorchServe without tokens stays on loopback.
+RUNTIME="${RUNTIME:-torchserve}"
+case "$RUNTIME" in
+    torchserve) ;;
+    oip)
+        if ! [ -x "${OIP_PYTHON:-/opt/venv-oip/bin/python}" ]; then
+            echo "entrypoint: RUNTIME=oip: no ${OIP_PYTHON:-/opt/venv-oip/bin/python} in this image (the CPU image carries the OIP server)" >&2
+            exit 78
+        fi
+        host="${OIP_HOST:-127.0.0.1}"
+        max=$(sed -n 's/^max_request_size=//p' config.properties)
+        if [ -n "${OIP_TOKEN_FILE:-}" ]; then
+            auth="--token-file=$OIP_TOKEN_FILE"
+        elif [ "$host" = 127.0.0.1 ]; then
+            auth="--no-auth"
+        else
+            echo "entrypoint: RUNTIME=oip with OIP_HOST=$host and no OIP_TOKEN_FILE; the OIP server without tokens listens on 127.0.0.1 only" >&2
+            exit 78
+        fi
+        set -- "$auth" --host "$host" --http-port "${OIP_HTTP_PORT:-8080}" \
+            --grpc-port "${OIP_GRPC_PORT:-7070}" --work-dir "${TMPDIR:-/tmp}/oip-models" \
+            ${max:+--max-request-bytes "$max"} "$@"
+        found=
+        for mar in model_store/*.mar; do
+            [ -f "$mar" ] || continue
+            set -- "$@" "$mar"
+            found=1
+        done
+        if [ -z "$found" ]; then
+            echo "entrypoint: RUNTIME=oip and no archive in $WORK/model_store" >&2
+            exit 78
+        fi
+        # exec: SIGTERM (from tini) reaches the server itself, which stops serving and exits.
+        exec "${OIP_PYTHON:-/opt/venv-oip/bin/python}" -m oip "$@"
+        ;;
+    *)
+        echo "entrypoint: RUNTIME=$RUNTIME: torchserve (the default) or oip" >&2
+        exit 78
+        ;;
+esac
+
 # TorchServe 0.12 prefers TS_CONFIG_FILE to --ts-config: an inherited one (an activated venv sets it
 # to the checkout's config.properties) would replace this pod's settings, ports included.
 export TS_CONFIG_FILE="$WORK/config.properties"

@@ -5,7 +5,8 @@ An explanation costs many forward passes (one per word, pixel or signal block, o
 model prices a request before running it (`cost`), in a unit that tracks worker time (token-passes,
 pixel-passes, sample-passes). A request costing more than the model's per-request limit is refused
 at once with 400 `too_large` (it would never fit); past the batch's explanation budget, requests
-get 503 + Retry-After like predictions past theirs (handlers/budget.py). The worker is never held
+get 503 + Retry-After like predictions past theirs (both applied by the lifecycle from the
+model's declared `explain_budgets`, handlers/budget.py). The worker is never held
 by explanations for longer than one budget's worth, and over time explanations get at most their
 share of the worker (`WorkShare`, `explain_share` 0.25): predictions keep at least the rest.
 """
@@ -14,15 +15,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from handlers.budget import within_budget
 from handlers.codec import Reply
-from handlers.errors import Overloaded, TooLarge
+from handlers.errors import Overloaded
 
 
 class JsonExplanation:
@@ -47,28 +47,6 @@ class Explanations(JsonExplanation):
     def to_json(self) -> Any:
         bodies = [e.to_json() for e in self.explanations]
         return bodies if self.many else bodies[0]
-
-
-def bounded(
-    parsed: Sequence[Any], costs: Sequence[int | None], limit: int, budget: int, unit: str
-) -> list[Any]:
-    """The batch's explanation requests with those over the per-request `limit` refused (400) and
-    those past the batch `budget` refused (503); `costs[i]` is None for an already refused item."""
-    out: list[Any] = []
-    kept: list[int | None] = []
-    for item, cost in zip(parsed, costs, strict=True):
-        if cost is not None and cost > limit:
-            out.append(
-                TooLarge(
-                    f"explaining this request would take {cost} {unit}; the limit is {limit} "
-                    "(send a shorter input, or ask /predictions)"
-                )
-            )
-            kept.append(None)
-        else:
-            out.append(item)
-            kept.append(cost)
-    return within_budget(out, kept, budget, f"{unit} of explanations")
 
 
 class WorkShare:

@@ -6,6 +6,8 @@ A model named `m` serves from these paths, and nothing else in handlers/ names i
     handlers/m/                  its serving modules: model-config.yaml, model.py (MODEL: its part of
                                  the serving lifecycle, handlers/service.py), codec.py (the wire
                                  contract, both directions), settings.py, ...
+    handlers/kits/<kit>/         the modality kits it is built on (`kits=`), shared with the other
+                                 models of its modality
 
 Its tool parts (samples, CLI, bench, rehearsal and overload traffic, views) live in tools/m/ and
 are found through tools/registry.py, which extends these specs; its training package is
@@ -33,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 class ModelSpec:
     name: str
     """The served name: /predictions/<name>, <name>.mar, S3 and MLflow model name."""
+    kits: tuple[str, ...] = ()
+    """The modality kits its serving code is built on (handlers/kits/<kit>/): its archive carries
+    them, and the kit's shared tests run over it (tests/unit/test_image_kit.py)."""
 
     @property
     def handler(self) -> str:
@@ -48,6 +53,13 @@ class ModelSpec:
         n = self.name
         return (f"handlers/{n}/", f"handlers/{n}_handler.py")
 
+    @property
+    def kit_paths(self) -> tuple[str, ...]:
+        """The kits' code its archive carries besides its own folder (none without kits)."""
+        if not self.kits:
+            return ()
+        return ("handlers/kits/__init__.py", *(f"handlers/kits/{k}/" for k in self.kits))
+
     def model_class(self) -> Any:
         """The model's part of the serving lifecycle: `MODEL` in handlers/<name>/model.py (the
         `Model` protocol of handlers/service.py). Imports the model's runtime stack."""
@@ -60,8 +72,8 @@ class ModelSpec:
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("sentiment"),
     ModelSpec("frequency"),
-    ModelSpec("digits"),
-    ModelSpec("tabular"),
+    ModelSpec("digits", kits=("image",)),
+    ModelSpec("tabular", kits=("tabular",)),
 )
 
 
@@ -78,12 +90,14 @@ def get(name: str) -> ModelSpec:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m handlers.registry names | folders"""
+    """python -m handlers.registry names | folders | kits MODEL"""
     args = sys.argv[1:] if argv is None else argv
     if args == ["names"]:
         print(" ".join(names()))
     elif args == ["folders"]:
         print("\n".join(f for m in MODELS for f in m.folders))
+    elif len(args) == 2 and args[0] == "kits":
+        print(" ".join(get(args[1]).kit_paths))
     else:
         print(main.__doc__, file=sys.stderr)
         return 2

@@ -10,8 +10,10 @@ served, work budget included. Per batch:
   traceback. Each request's mode is its own: a request for an explanation (`/explanations`, KServe
   `:explain`, or over gRPC an `explain` input of "true" beside the body) is explained, its
   neighbours are predicted; a model without `explain` refuses it alone with 501;
-- inference: the model's batched call over the parsed predictions, and its `explain` over the
-  explanations, each with its own work budget inside. If a call raises, its requests run again one
+- inference: the model's declared work budgets (`budgets`, `explain_budgets`: handlers/budget.py)
+  refuse what the batch cannot afford, priced from the parsed requests before any work; then the
+  model's batched call over the admitted predictions, and its `explain` over the admitted
+  explanations. If a call raises, its requests run again one
   at a time, so only the request that fails alone gets a 500 and its neighbours get the answers
   they get alone;
 - reply: each answer is written by the model's `reply` (a failure there is that request's 500);
@@ -30,10 +32,13 @@ from typing import Any, ClassVar, Protocol, Self
 
 import yaml
 
+from handlers import budget
+from handlers.budget import Budget
 from handlers.codec import Reply, request_header
 from handlers.errors import ArchiveError, InternalError, NotServed, RequestError
 from handlers.explain import WorkShare
 from handlers.manifest import read_manifest
+from handlers.settings import ServingSettings
 from handlers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -77,8 +82,8 @@ class Model(Protocol):
 
     name: str
     """The served name (TorchServe's registered name), reported in every answer."""
-    settings: Any
-    """The parsed, validated settings (handlers/<name>/settings.py)."""
+    settings: ServingSettings
+    """The one settings object, parsed and validated (handlers/<name>/settings.py)."""
     reads_parts: ClassVar[bool]
     """The model reads named parts beside the body (`Request.parts`: form fields, gRPC inputs) as
     parameters: then only a part named "body" or "data" is the body (handlers/base.py), and a
@@ -94,9 +99,14 @@ class Model(Protocol):
         """One request → the model's request, or raise a RequestError."""
         ...
 
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """The work budgets of a batch of predictions, applied in order before `inference`."""
+        ...
+
     def inference(self, parsed: list[Any]) -> list[Any]:
-        """The batch's parsed requests (RequestErrors among them) → one answer or RequestError each,
-        in order. The batch's work budget is applied here (handlers/budget.within_budget)."""
+        """The batch's admitted requests (RequestErrors among them) → one answer or RequestError
+        each, in order."""
         ...
 
     def reply(self, answer: Any) -> Reply:
@@ -109,7 +119,8 @@ class Model(Protocol):
 
     # Optional: a model that explains its answers (POST /explanations/<name>) also has
     #   explain(parsed: list[request | RequestError]) -> list[explanation | RequestError]
-    # with its own explanation budget inside; each explanation has `reply() -> Reply`.
+    # and `explain_budgets: tuple[Budget, ...]` (applied before it); each explanation has
+    # `reply() -> Reply`.
 
 
 @dataclass(frozen=True)
@@ -163,9 +174,7 @@ class ModelService:
         self.model = model
         self.telemetry = telemetry if telemetry is not None else Telemetry(None, model.name)
         """No TorchServe: a Telemetry without metrics emits nothing (refusals are still logged)."""
-        self.explain_share = WorkShare(
-            _setting(getattr(model, "settings", None), "explain_share", 0.25)
-        )
+        self.explain_share = WorkShare(model.settings.explain_share)
         """Explanations' share of this worker's time (handlers/explain.py)."""
 
     @classmethod
@@ -227,7 +236,9 @@ class ModelService:
         answers: list[Any] = list(parsed)
         if not all(explain):
             idx = [i for i, e in enumerate(explain) if not e]
-            out = self._run(self.model.inference, [parsed[i] for i in idx], [ids[i] for i in idx])
+            ids_ = [ids[i] for i in idx]
+            items = budget.apply([parsed[i] for i in idx], self.model.budgets, ids_)
+            out = self._run(self.model.inference, items, ids_)
             for i, a in zip(idx, out, strict=True):
                 answers[i] = a
         if any(explain):
@@ -235,7 +246,9 @@ class ModelService:
             items = [parsed[i].request for i in idx]
             if self.explain_share.allows():
                 begin = self.explain_share.clock()
-                out = self._run(self.model.explain, items, [ids[i] for i in idx])  # type: ignore[attr-defined]
+                ids_ = [ids[i] for i in idx]
+                items = budget.apply(items, self.model.explain_budgets, ids_)  # type: ignore[attr-defined]
+                out = self._run(self.model.explain, items, ids_)  # type: ignore[attr-defined]
                 self.explain_share.record(begin, self.explain_share.clock())
             else:  # over its share of the worker: refused without running
                 refusal = self.explain_share.refusal()
@@ -289,14 +302,6 @@ class ModelService:
         except Exception:  # why: telemetry never turns answered requests into errors
             log.warning("telemetry: report failed", exc_info=True)
         return results
-
-
-def _setting(settings: Any, name: str, default: Any) -> Any:
-    """A serving knob from a model's settings (on them, or on their `serving` block)."""
-    value = getattr(settings, name, None)
-    if value is None:
-        value = getattr(getattr(settings, "serving", None), name, None)
-    return default if value is None else value
 
 
 def _checked(answers: Any, parsed: list[Any]) -> list[Any]:

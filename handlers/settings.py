@@ -1,5 +1,9 @@
 """What every model's serving settings share: the model-config.yaml `handler:` block as a strict,
-declarative pydantic model, one per model (handlers/<name>/settings.py).
+declarative pydantic model, one per model (handlers/<name>/settings.py), and the one settings
+object a model runs with: its knobs, with the export it serves (`export`, the manifest's `handler`
+block) and the artifact `version` bound to it at load (`bind`). Every knob is read one way,
+`settings.<knob>`; the knobs every model has (runtime, threads, share_cores, intra_op_spinning,
+mc_samples, seed, explain_share) are declared here once, and a model's class adds only its own.
 
 Strict: an unknown key (a typo, a retired knob) and a value of the wrong type (`seed: "abc"`,
 `fp16_atol: wide`, `fp16: "yes"`) fail the load with an `ArchiveError` naming the key; nothing is
@@ -9,9 +13,9 @@ them. TorchServe's own handler keys (`profile`, read by ts/handler_utils/timer.p
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from handlers.errors import ArchiveError
 
@@ -20,7 +24,7 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
 class ServingSettings(BaseModel):
-    """Base of a model's `handler:` block."""
+    """Base of a model's settings: its `handler:` block, then `bind` adds the export and version."""
 
     model_config = ConfigDict(
         extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
@@ -37,6 +41,32 @@ class ServingSettings(BaseModel):
     explain_share: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Most of a worker's time /explanations may take (over the last 10 s): past it they get a
     503 + Retry-After without running, so predictions keep at least the rest (handlers/explain.py)."""
+    runtime: Literal["onnx", "torchscript"] = "onnx"
+    """onnx or torchscript: which exported file the handler runs."""
+    threads: PositiveInt | None = None
+    """Intra-op threads of the runtime (None: the library's default)."""
+    intra_op_spinning: bool = False
+    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
+    on shared cores the spinning threads compete with TorchServe's frontend."""
+    mc_samples: PositiveInt = 16
+    """MC-dropout samples of the head (dropout -> linear over the graph's features)."""
+    seed: NonNegativeInt = 0
+    """Seed of the dropout masks, drawn once at load: an answer does not depend on its batch."""
+
+    _export: Any = PrivateAttr(default=None)
+    _version: str = PrivateAttr(default="")
+
+    @property
+    def version(self) -> str:
+        """The artifact version (the manifest's), reported in every answer; "" before `bind`."""
+        return self._version
+
+    def bind(self, export: Any, version: str, **resolved: Any) -> Self:
+        """These knobs with the export they serve and its version; `resolved`: knobs whose value
+        comes from the export when the config leaves them unset (e.g. a window's hop)."""
+        out = self.model_copy(update=resolved)
+        out._export, out._version = export, version
+        return out
 
     @classmethod
     def parse(cls, config: dict | None, model: str) -> Self:
@@ -48,7 +78,7 @@ class ServingSettings(BaseModel):
 
     @classmethod
     def _explain(cls, error: ValidationError, model: str) -> str:
-        known = sorted(cls.model_fields)
+        known = sorted(f.alias or n for n, f in cls.model_fields.items())
         errors = error.errors()
         unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
         problems = [_problem(e) for e in errors if e["type"] != "extra_forbidden"]

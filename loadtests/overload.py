@@ -1,6 +1,6 @@
 """Mixed load on one model (issue: overload must shed, not queue): three quarters of the users send
-a short request, a quarter the largest valid one (the model's overload hook, handlers/<model>/
-overload.py: SMALL and large(handler settings)), back to back (after a 503, as
+a short request, a quarter the largest valid one (the model's overload case, tools/<model>/
+overload.py: `OVERLOAD.small` and `OVERLOAD.large(handler settings)`), back to back (after a 503, as
 Retry-After says). Every answer (status 0: client
 timeout; -1: still unanswered when the run stopped, with its age) is written to OVERLOAD_OUT as JSON
 lines; `python -m reliability.overload` runs and judges it.
@@ -30,16 +30,15 @@ from locust import HttpUser, events, task  # noqa: E402
 
 from tools.registry import MODELS, get  # noqa: E402
 
-MODEL = os.environ.get("OVERLOAD_MODEL") or next(
-    m.name for m in MODELS if m.module("overload") is not None
-)
-_hook = get(MODEL).module("overload")
+MODEL = os.environ.get("OVERLOAD_MODEL") or next(m.name for m in MODELS if m.overload() is not None)
+_hook = get(MODEL).overload()
+assert _hook is not None, f"{MODEL} has no overload case (tools/{MODEL}/overload.py)"
 URL = os.environ.get("OVERLOAD_URL", f"http://127.0.0.1:8080/predictions/{MODEL}")
 TOKEN = os.environ.get("OVERLOAD_TOKEN", "")
 TIMEOUT_S = float(os.environ.get("OVERLOAD_TIMEOUT_S", "30"))
 OUT = os.environ.get("OVERLOAD_OUT", "overload.jsonl")
 
-SMALL_BODY = json.dumps(_hook.SMALL)
+SMALL_BODY = json.dumps(_hook.small)
 LARGE_BODY = json.dumps(_hook.large(json.loads(os.environ.get("OVERLOAD_HANDLER") or "{}")))
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
 

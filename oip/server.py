@@ -34,7 +34,15 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from handlers.errors import BadField, RequestError
+from handlers.errors import (
+    REQUEST_ID_HEADER,
+    BadEncoding,
+    BadField,
+    RequestError,
+    echo,
+    valid_request_id,
+)
+from handlers.errors import error_body as error_body_of
 from handlers.manifest import read_manifest
 from handlers.service import ModelService, serving_config
 from handlers.tensors import flag
@@ -73,8 +81,10 @@ def grpc_code(err: RequestError) -> Any:
     return StatusCode.INVALID_ARGUMENT
 
 
-def error_body(err: RequestError) -> dict[str, Any]:
-    body = err.to_body()
+def error_body(err: RequestError, request_id: str | None = None) -> dict[str, Any]:
+    """The JSON of a refusal, as TorchServe's path answers it (handlers/errors.py): {"error",
+    "kind", "request_id"}, and `retry_after_s` where the client should retry."""
+    body = err.to_body(request_id)
     if err.retry_after_s is not None:
         body["retry_after_s"] = err.retry_after_s
     return body
@@ -93,17 +103,26 @@ def _refused_class() -> type:
     class Refused(GrpcException):
         """One request's refusal: REST status + JSON body, or gRPC status + the JSON as details."""
 
-        def __init__(self, err: RequestError):
+        def __init__(self, err: RequestError, request_id: str | None = None):
             code = StatusCode.UNAUTHENTICATED if err.status == 401 else grpc_code(err)
-            super().__init__(json.dumps(error_body(err)), code)
+            super().__init__(json.dumps(error_body(err, request_id)), code)
             self.error = err
+            self.request_id = request_id
 
     return Refused
 
 
 class Token:
-    def __init__(self, value: str | None):
-        self.value = value
+    """The client tokens inference needs: any one of them (a Secret holds one a line, two during a
+    rotation, as the pod's door reads it); none at all: no check (--no-auth)."""
+
+    def __init__(self, value: str | None | tuple[str, ...]):
+        self.values: tuple[str, ...] | None = (value,) if isinstance(value, str) else value
+
+    @property
+    def value(self) -> str | None:
+        """The first token (the one `make serve-oip` writes and clients read)."""
+        return self.values[0] if self.values else None
 
     @classmethod
     def from_file(cls, path: Path) -> Token:
@@ -111,16 +130,20 @@ class Token:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(mode=0o600)
             path.write_text(secrets.token_urlsafe(24) + "\n")
-        return cls(path.read_text().strip())
+        tokens = tuple(line.strip() for line in path.read_text().splitlines() if line.strip())
+        if not tokens:
+            raise SystemExit(f"{path}: no token in it (one a line)")
+        return cls(tokens)
 
     def check(self, headers: dict[str, str] | None) -> None:
-        if self.value is None:
+        if self.values is None:
             return
         given = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
         scheme, _, token = (given or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), self.value.encode()
-        ):
+        sent = token.strip().encode()
+        # Every token compared (no early exit): the time taken says nothing about which matched.
+        matches = [hmac.compare_digest(sent, t.encode()) for t in self.values]
+        if scheme.lower() != "bearer" or not any(matches):
             raise Unauthorized(
                 "missing or wrong token: send 'Authorization: Bearer <token>' (the server's "
                 "--token-file)"
@@ -175,6 +198,7 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
             super().__init__(name)
             self.contract = contract
             self.batcher = batcher
+            self.version = version
             self.ready = True
 
         def load(self) -> bool:
@@ -192,7 +216,7 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
             headers: dict[str, str] | None = None,
             response_headers: dict[str, str] | None = None,
         ) -> InferResponse:
-            request_id = payload.id or str(uuid.uuid4())
+            request_id = request_id_of(payload.id, headers)
             try:
                 token.check(headers)
                 if not isinstance(payload, InferRequest):  # a v1 body
@@ -208,10 +232,10 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
                 arrays = contract.read_inputs(list(payload.inputs))
                 request = to_request(contract.native(arrays, parameters), request_id, explain)
             except RequestError as err:
-                raise Refused(err) from None
+                raise Refused(err, request_id) from None
             result = await batcher.submit(request)
             if isinstance(result, RequestError):
-                raise Refused(result)
+                raise Refused(result, request_id)
             outputs = contract.answer(result, explain)
             infer_outputs = []
             for out in outputs:
@@ -245,10 +269,13 @@ def _rest_refusals(app: Any) -> None:
         err: RequestError | None = getattr(exc, "error", None)
         if err is None:  # a gRPC-only exception from elsewhere: KServe's generic answer
             return JSONResponse({"error": str(exc)}, status_code=500)
+        request_id = getattr(exc, "request_id", None)
         headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
         if err.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse(error_body(err), status_code=err.status, headers=headers)
+        if request_id is not None:
+            headers[REQUEST_ID_HEADER] = request_id
+        return JSONResponse(error_body(err, request_id), status_code=err.status, headers=headers)
 
     # Starlette finds a handler by the exception's classes: every Refused is one GrpcException.
     app.add_exception_handler(Refused.__mro__[1], refused)
@@ -338,7 +365,34 @@ def _bind(host: str) -> None:
                     await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served here")
 
                 return grpc.unary_unary_rpc_method_handler(deny)
-            return await continuation(details)
+            handler = await continuation(details)
+            if handler is None or handler.unary_unary is None or not handler.request_deserializer:
+                return handler
+            return _decoded_or_invalid(handler)
+
+    def _decoded_or_invalid(handler: Any) -> Any:
+        """A message that does not decode is the client's INVALID_ARGUMENT (gRPC itself answers
+        UNKNOWN with the parser's exception), with the refusals' JSON as its details."""
+        decode, behaviour = handler.request_deserializer, handler.unary_unary
+        undecodable = object()
+
+        def lenient(raw: bytes) -> Any:
+            try:
+                return decode(raw)
+            except Exception:  # protobuf's DecodeError, or anything its parser raises
+                return undecodable
+
+        async def checked(request: Any, context: Any) -> Any:
+            if request is undecodable:
+                err = BadEncoding("the message does not decode as this RPC's request")
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, json.dumps(error_body(err)))
+            return await behaviour(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            checked,
+            request_deserializer=lenient,
+            response_serializer=handler.response_serializer,
+        )
 
     grpc_proxy = types.ModuleType("grpc.aio")
     grpc_proxy.__dict__.update(grpc.aio.__dict__)
@@ -365,7 +419,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         seen = 0
         refused = False
@@ -379,7 +433,7 @@ class BodyLimit:
                 seen += len(message.get("body", b""))
                 if seen > self.limit:  # a body without Content-Length (chunked) that runs over
                     refused = True
-                    await self._refuse(send)
+                    await self._refuse(scope, send)
                     return {"type": "http.disconnect"}
             return message
 
@@ -392,14 +446,33 @@ class BodyLimit:
     def _error(self) -> RequestError:
         return BodyTooLarge(f"the request body is over {self.limit} bytes")
 
-    async def _refuse(self, send: Any) -> None:
-        await send_json(send, 413, error_body(self._error()))
+    async def _refuse(self, scope: dict, send: Any) -> None:
+        request_id = scope_request_id(scope)
+        await send_json(send, 413, error_body(self._error(), request_id), request_id)
 
 
-async def send_json(send: Any, status: int, payload: dict) -> None:
+def request_id_of(given: Any, headers: dict[str, str] | None) -> str:
+    """A request's id, by TorchServe's path's rule (handlers/errors.REQUEST_ID_PATTERN): the
+    request's own `id` when acceptable, else the client's X-Request-ID (REST header or gRPC
+    metadata), else a new one. It goes to the model's log lines and every error body."""
+    header = next(
+        (v for k, v in (headers or {}).items() if k.lower() == REQUEST_ID_HEADER.lower()), None
+    )
+    return valid_request_id(given) or valid_request_id(header) or str(uuid.uuid4())
+
+
+def scope_request_id(scope: dict) -> str:
+    """The request id of an ASGI request answered before KServe reads its body."""
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    return request_id_of(None, headers)
+
+
+async def send_json(send: Any, status: int, payload: dict, request_id: str | None = None) -> None:
     """An ASGI answer with a JSON body, written before KServe's app sees the request."""
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if request_id is not None:
+        headers.append((REQUEST_ID_HEADER.lower().encode(), request_id.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -415,19 +488,75 @@ ROUTES = re.compile(
 v1 routes, /metrics, /docs and the model repository (POST .../unload would take a model away)."""
 
 
-class OnlyTheProtocol:
-    """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it."""
+def kserve_routes() -> list[tuple[str, str]]:
+    """(method, path template) of every route KServe 0.21's REST app registers (its root and
+    /metrics, v1, v2 with the model repository, FastAPI's docs): the surface `ROUTES` narrows to
+    the protocol's. For the surface tests; imports KServe (the OIP venv)."""
+    from unittest import mock
 
-    def __init__(self, app: Any):
+    from fastapi import FastAPI
+    from kserve.protocol.rest.v1_endpoints import register_v1_endpoints
+    from kserve.protocol.rest.v2_endpoints import register_v2_endpoints
+
+    app = FastAPI()
+    plane, repository = mock.MagicMock(), mock.MagicMock()
+    register_v1_endpoints(app, plane, repository)
+    register_v2_endpoints(app, plane, repository)
+    found = {("GET", "/"), ("GET", "/metrics")}
+
+    def walk(routes: Any, prefix: str) -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None)  # FastAPI's included router
+            if inner is not None:
+                context = getattr(route, "include_context", None)
+                walk(inner.routes, prefix + str(getattr(context, "prefix", "") or ""))
+                continue
+            for method in sorted(getattr(route, "methods", None) or ()):
+                found.add((method, prefix + getattr(route, "path", "")))
+
+    walk(app.routes, "")
+    return sorted(found)
+
+
+VERSIONED = re.compile(r"/v2/models/([^/]+)/versions/([^/]+)(/ready|/infer)?/?")
+
+
+class OnlyTheProtocol:
+    """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it. A versioned route
+    (`/v2/models/<m>/versions/<v>[/ready|/infer]`, which KServe 0.21 answers with a 500-class
+    NotImplementedError) is the model's own route when <v> is the version it serves, else 404."""
+
+    def __init__(self, app: Any, versions: dict[str, str] | None = None):
         self.app = app
+        self.versions = versions or {}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") == "http" and not ROUTES.fullmatch(
-            f"{scope.get('method')} {scope.get('path', '').rstrip('/') or '/'}"
-        ):
-            await send_json(send, 404, {"error": "not found", "kind": "not_found"})
-            return
+        if scope.get("type") == "http":
+            path = scope.get("path", "")
+            if not ROUTES.fullmatch(f"{scope.get('method')} {path.rstrip('/') or '/'}"):
+                await self._not_found(scope, send, "not found")
+                return
+            if versioned := VERSIONED.fullmatch(path):
+                name, version, rest = versioned.groups()
+                served = self.versions.get(name)
+                if served is None or version != served:
+                    await self._not_found(
+                        scope,
+                        send,
+                        f"model {echo(name)} is not served"
+                        if served is None
+                        else f"model {name!r} has no version {echo(version)}: it serves "
+                        + (f"version {served!r}" if served else "no named version"),
+                    )
+                    return
+                own = f"/v2/models/{name}{rest or ''}"  # the model's own route
+                scope = {**scope, "path": own, "raw_path": own.encode()}
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _not_found(scope: dict, send: Any, reason: str) -> None:
+        request_id = scope_request_id(scope)
+        await send_json(send, 404, error_body_of(reason, "not_found", request_id), request_id)
 
 
 class JsonByDefault:
@@ -492,6 +621,6 @@ def main(argv: list[str] | None = None) -> int:
     _bind(args.host)
     model_server.app.add_middleware(JsonByDefault)
     model_server.app.add_middleware(BodyLimit, limit=args.max_request_bytes)
-    model_server.app.add_middleware(OnlyTheProtocol)
+    model_server.app.add_middleware(OnlyTheProtocol, versions={m.name: m.version for m in models})
     kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port).start(models)
     return 0

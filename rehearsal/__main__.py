@@ -8,8 +8,8 @@ Locust (rehearsal/locustfile.py) sending REST and gRPC predictions through it al
 1. rolling restart: each replica in turn leaves the rotation, sleeps its preStop, gets SIGTERM,
    starts again and rejoins when ready, while the other serves; expected loss: zero;
 2. kill: one replica's processes get SIGKILL; expected loss: at most what was in flight on it.
-Throughout both, each model with a rehearsal hook (tools/<model>/rehearsal.py: start(http,
-token), PATH, summarise(), problems(), report()) sends its own traffic through the balancer, e.g.
+Throughout both, each model with a rehearsal part (tools/<model>/rehearsal.py: `REHEARSAL`, a
+tools.plugin.Rehearsal of start(http, token), path, summarise(), problems(), report()) sends its own traffic through the balancer, e.g.
 streams that carry their state from chunk to chunk, landing on either replica, judged by its own
 expectations (--no-<model>-streams leaves one out). Both replicas mount the same state-signing
 key, as the pods mount one Secret. It writes reports/rehearsal.{md,json} and exits 1 when an
@@ -34,6 +34,7 @@ from clients.pipes import run_cli
 from rehearsal.balancer import Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
 from rehearsal.queueing import load_steps
+from tools.plugin import Rehearsal
 from tools.registry import MODELS
 
 TOKEN = "rehearsal-client-token"
@@ -44,9 +45,9 @@ def load_model() -> str:
     return next(m.name for m in MODELS if m.samples().light_request)
 
 
-def rehearsal_hooks() -> dict:
-    """{model: its rehearsal module} for the models that have one (tools/<model>/rehearsal.py)."""
-    return {m.name: hook for m in MODELS if (hook := m.module("rehearsal")) is not None}
+def rehearsal_hooks() -> dict[str, Rehearsal]:
+    """{model: its REHEARSAL} for the models that have one (tools/<model>/rehearsal.py)."""
+    return {m.name: hook for m in MODELS if (hook := m.rehearsal()) is not None}
 
 
 def tiny_archives(work: Path, names: list[str]) -> dict[str, Path]:
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             driver.stop()
             with open(args.work / f"{name}-streams.jsonl", "w") as out:
                 out.writelines(json.dumps(a) + "\n" for a in driver.attempts)
-            logs = {n: access_log_count(pod, hooks[name].PATH) for n, pod in pods.items()}
+            logs = {n: access_log_count(pod, hooks[name].path) for n, pod in pods.items()}
             streams[name] = hooks[name].summarise(driver.attempts, driver.streams, events, logs)
         locust.send_signal(signal.SIGTERM)
         locust.wait(timeout=60)

@@ -3,8 +3,9 @@ before (the settings this project had) and after (the model's model-config.yaml)
 
     python -m reliability.overload [--model M] [--users 64] [--duration-s 30] [--out reports]
 
-The model is one with an overload hook (tools/<model>/overload.py: BEFORE, SETTINGS_SHOWN,
-SMALL, large(handler), full_size_artifacts(out); the first registered by default).
+The model is one with an overload case (tools/<model>/overload.py: `OVERLOAD`, a
+tools.plugin.Overload of before, settings_shown, small, large(handler), full_size_artifacts(out);
+the first registered by default).
 
 A quarter of the users send the largest valid request, the rest a short text, back to back with a
 30 s client timeout. When the load stops, single short requests probe how soon the server answers
@@ -29,6 +30,7 @@ import requests
 from deploy.archive import build_archive
 from reliability.record import record
 from tests.support.torchserve import start_torchserve
+from tools.plugin import Overload
 from tools.registry import MODELS, get
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +40,7 @@ PROBES_AFTER_STOP_S = (0.0, 1.0, 2.0, 4.0)
 
 
 def overload_models() -> list[str]:
-    return [m.name for m in MODELS if m.module("overload") is not None]
+    return [m.name for m in MODELS if m.overload() is not None]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -106,11 +108,18 @@ def _probe(
         )
 
 
+def _overload(model: str) -> Overload:
+    hook = get(model).overload()
+    if hook is None:
+        raise SystemExit(f"{model} has no overload case (tools/{model}/overload.py)")
+    return hook
+
+
 def run_case(
     name: str, artifacts: Path, overrides: dict | None, work: Path, users: int, duration_s: int,
     timeout_s: float, model: str,
 ) -> dict:  # fmt: skip
-    hook = get(model).module("overload")
+    hook = _overload(model)
     case = work / name
     shutil.rmtree(case, ignore_errors=True)
     archive = build_archive(
@@ -145,7 +154,7 @@ def run_case(
         time.sleep(3)
         prober = threading.Thread(
             target=_probe,
-            args=(url, server.auth(), started + 3 + duration_s, probes, timeout_s, hook.SMALL),
+            args=(url, server.auth(), started + 3 + duration_s, probes, timeout_s, hook.small),
         )
         prober.start()
         locust.wait(timeout=duration_s + 120)
@@ -156,7 +165,7 @@ def run_case(
     summary = {
         "case": name,
         "settings": {k: served_cfg.get(k) for k in ("batchSize", "maxBatchDelay", "jobQueueSize")}
-        | {"handler": {k: (served_cfg.get("handler") or {}).get(k) for k in hook.SETTINGS_SHOWN}},
+        | {"handler": {k: (served_cfg.get("handler") or {}).get(k) for k in hook.settings_shown}},
     }
     summary |= summarize(outcomes, probes, timeout_s)
     record("overload", **summary)
@@ -211,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=ROOT / "build" / "overload")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     args = p.parse_args(argv)
-    hook = get(args.model).module("overload")
+    hook = _overload(args.model)
     artifacts = hook.full_size_artifacts(args.work / "artifacts")
-    cases = {"before": hook.BEFORE, "after": None}
+    cases = {"before": dict(hook.before), "after": None}
     results = [
         run_case(
             name,

@@ -1,5 +1,5 @@
-"""python -m scoring MODEL --input FILE|DIR|s3://... --output DIR [--from SOURCE] [--id COLUMN]
-[--workers N] [--cpus N] [--address RAY] : score a corpus offline (docs/scoring.md)."""
+"""python -m scoring MODEL --input FILE|DIR|s3://... --output DIR|s3://... [--from SOURCE]
+[--id COLUMN] [--workers N] [--cpus N] [--address RAY] : score a corpus offline (docs/scoring.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,11 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         help="a JSONL, CSV or Parquet file, a folder of them, or s3://bucket/key|prefix/; repeatable",
     )
-    p.add_argument("--output", required=True, type=Path, help="folder of Parquet parts (resumable)")
+    p.add_argument(
+        "--output",
+        required=True,
+        help="folder or s3://bucket/prefix/ of Parquet parts (resumable)",
+    )
     p.add_argument(
         "--from",
         dest="source",
@@ -76,11 +80,13 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from scoring import inputs, job
     from scoring.model import resolve
+    from scoring.outputs import open_output
 
     if args.workers is not None and args.workers < 1 or args.cpus < 1:
         raise ScoringError("--workers and --cpus must be at least 1")
     workers = args.workers or 1
-    output: Path = args.output
+    output = open_output(args.output)
+    output.check()
     from handlers import registry
 
     if args.model not in registry.names():
@@ -110,7 +116,7 @@ def _run(args) -> int:
             "partitions": [p.to_dict() | {"path": _label(Path(p.path), labels)} for p in parts],
         }
         job.prepare_output(output, plan_doc)
-        report = job.run(model, parts, output.resolve(), args.id_column, workers, args.cpus,
+        report = job.run(model, parts, output, args.id_column, workers, args.cpus,
                          args.address, args.progress)  # fmt: skip
     print(report.line())
     with contextlib.suppress(BrokenPipeError):

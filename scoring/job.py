@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from scoring.errors import ScoringError
 from scoring.inputs import BAD_ROW, Partition
 from scoring.model import ModelRef
+from scoring.outputs import Output, open_output
 
 PLAN_FILE = "_plan.json"
 REPORT_FILE = "_report.json"
@@ -35,7 +35,7 @@ class Scorer:
         self.service = ModelService.from_dir(self.model.model_dir, config=config)
         self.batch_size = batch_size(self.model.config_dir)
         self.id_column = id_column
-        self.output = Path(output)
+        self.output = open_output(output)
         [self.example] = answer_rows(self.service, [registry.get(self.model.name).example()], 1)
         """The model's own example answer: its fields are the output's columns (scoring/columns.py)."""
 
@@ -52,24 +52,21 @@ class Scorer:
 
     def score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         from handlers.rows import answer_rows
         from scoring.columns import answer_schema, to_table
         from scoring.inputs import read
 
-        final = self.output / part.name
-        if final.exists():  # written by an earlier try of this job: never scored twice
-            done, kinds = _done(final)
+        if self.output.exists(part.name):  # written by an earlier try: never scored twice
+            done, kinds = _done(self.output, part.name)
             return done, kinds, True
         ids, rows = read(part, self.id_column)
         id_type = _id_type(ids)
         schema = answer_schema(self.example, pa.field(self.id_column, id_type))
         answers = _answers(self.service, rows, self.batch_size, ids, answer_rows)
-        table = to_table(ids, answers, schema)
-        tmp = self.output / f".{part.name}.{uuid.uuid4().hex}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        if not self.output.write_part(part.name, to_table(ids, answers, schema)):
+            done, kinds = _done(self.output, part.name)  # another try wrote it meanwhile
+            return done, kinds, True
         kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
         return len(ids), dict(kinds), False
 
@@ -128,33 +125,29 @@ class Report:
         )
 
 
-def prepare_output(output: Path, plan_doc: dict) -> None:
-    """The output folder holds this job's partitions only: a re-run of the same job resumes,
-    another job's folder is refused. Leftover temp files and the report of an earlier run go."""
-    output.mkdir(parents=True, exist_ok=True)
-    plan_path = output / PLAN_FILE
-    if plan_path.is_file():
-        if json.loads(plan_path.read_text()) != plan_doc:
+def prepare_output(output: Path | str | Output, plan_doc: dict) -> None:
+    """The output folder (or S3 prefix) holds this job's partitions only: a re-run of the same job
+    resumes, another job's folder is refused. Leftover temp files and the report of an earlier run
+    go."""
+    out = open_output(output)
+    out.prepare()
+    plan = out.read_json(PLAN_FILE)
+    if plan is not None:
+        if plan != plan_doc:
             raise ScoringError(
-                f"{output}: holds the output of another job (model, inputs or id column differ); "
+                f"{out}: holds the output of another job (model, inputs or id column differ); "
                 "choose a new --output"
             )
-    elif any(p.name.startswith("part-") for p in output.iterdir()):
-        raise ScoringError(
-            f"{output}: holds Parquet parts of an unknown job; choose a new --output"
-        )
-    (output / REPORT_FILE).unlink(missing_ok=True)  # only a finished run has a report
-    for tmp in output.glob(".part-*.tmp"):
-        tmp.unlink()
-    tmp_plan = output / f".{PLAN_FILE}.tmp"
-    tmp_plan.write_text(json.dumps(plan_doc, indent=2) + "\n")
-    os.replace(tmp_plan, plan_path)
+    elif out.names():
+        raise ScoringError(f"{out}: holds Parquet parts of an unknown job; choose a new --output")
+    out.remove(REPORT_FILE)  # only a finished run has a report
+    out.write_json(PLAN_FILE, plan_doc)
 
 
 def run(
     model: ModelRef,
     parts: list[Partition],
-    output: Path,
+    output: Path | str | Output,
     id_column: str,
     workers: int,
     cpus: int,
@@ -166,6 +159,7 @@ def run(
 
     from training.common.machine import cpu_summary, describe_cpu
 
+    output = open_output(output)
     report = Report(
         model.name, model.version, model.sha256, model.source,
         sorted({p.path for p in parts}), str(output), len(parts), workers=workers,
@@ -184,11 +178,12 @@ def run(
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
         ctx.enable_operator_progress_bars = False
-        todo = [p for p in parts if not (output / p.name).exists()]
+        written = output.names()
+        todo = [p for p in parts if p.name not in written]
         report.skipped_partitions = len(parts) - len(todo)
         for p in parts:
-            if p not in todo:
-                rows, kinds = _done(output / p.name)
+            if p.name in written:
+                rows, kinds = _done(output, p.name)
                 report.rows += rows
                 for kind, n in kinds.items():
                     report.refused[kind] = report.refused.get(kind, 0) + n
@@ -222,18 +217,17 @@ def run(
     report.wall_s = time.perf_counter() - begin
     report.scored = report.rows - sum(report.refused.values())
     report.rows_per_s = report.rows / report.wall_s if report.wall_s else 0.0
-    missing = [p.name for p in parts if not (output / p.name).exists()]
+    written = output.names()
+    missing = [p.name for p in parts if p.name not in written]
     if missing:
         raise ScoringError(f"{len(missing)} partitions were not written ({missing[0]}, ...)")
-    _write_json(output / REPORT_FILE, asdict(report))
+    output.write_json(REPORT_FILE, asdict(report))
     return report
 
 
-def _done(path: Path) -> tuple[int, dict[str, int]]:
+def _done(output: Output, name: str) -> tuple[int, dict[str, int]]:
     """A written partition's rows and refusals by kind (its `error` column only is read)."""
-    import pyarrow.parquet as pq
-
-    errors = pq.read_table(path, columns=["error"]).column("error").to_pylist()
+    errors = output.errors(name)
     kinds = Counter(e["kind"] for e in errors if e is not None)
     return len(errors), dict(kinds)
 
@@ -260,9 +254,3 @@ def start_ray(address: str | None, cpus: int) -> bool:
     else:
         ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
     return True
-
-
-def _write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)

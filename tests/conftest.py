@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.digits",
     "tests.fixtures.tabular",
     "tests.fixtures.served",
+    "tests.fixtures.oip",
     "reliability.fixtures",
     "tests.fixtures.s3",
     "tests.fixtures.checkout",

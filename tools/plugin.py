@@ -1,8 +1,10 @@
 """What a model's tool parts declare for the shared tools, as typed values: `SAMPLES` (a `Samples`)
-in tools/<name>/samples.py, `CLI` (a `Cli`) in its cli.py, `BENCH` (a `Bench`) in its bench.py.
+in tools/<name>/samples.py, `CLI` (a `Cli`) in its cli.py, `BENCH` (a `Bench`) in its bench.py,
+`REHEARSAL` (a `Rehearsal`) in its rehearsal.py, `OVERLOAD` (an `Overload`) in its overload.py.
 mypy checks each hook's type where the model declares it and where a tool reads it
-(`tools.registry.ToolSpec.samples()`, `.cli()`, `.bench()`), and a misspelt hook is a type error,
-not "this model does not support it". docs/adding-a-model.md lists each field."""
+(`tools.registry.ToolSpec.samples()`, `.cli()`, `.bench()`, `.rehearsal()`, `.overload()`), and a
+misspelt hook is a type error, not "this model does not support it". docs/adding-a-model.md lists
+each field."""
 
 from __future__ import annotations
 
@@ -73,3 +75,37 @@ class Bench:
     taken apart, ms per request."""
     load: Callable[[Path, dict], Any] | None = None
     """load(artifacts, config) -> the model the handler-path timing runs (default: its MODEL.load)."""
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """`make rehearse`'s traffic of a model (tools/<name>/rehearsal.py): its streams through the
+    balancer while replicas are killed and rolled; `--no-<name>-streams` leaves it out."""
+
+    path: str
+    """The request path its traffic uses (counted in each replica's access log)."""
+    start: Callable[[str, str], Any]
+    """start(http, token) -> a driver with `.stop()`, `.attempts` and `.streams`."""
+    summarise: Callable[[list[dict], list[dict], list[dict], dict[str, int]], dict]
+    """summarise(attempts, streams, events, access_logs) -> the summary the report reads."""
+    problems: Callable[[dict], list[str]]
+    """problems(summary) -> what failed (empty when the rehearsal holds)."""
+    report: Callable[[dict], list[str]]
+    """report(summary) -> markdown lines."""
+
+
+@dataclass(frozen=True)
+class Overload:
+    """A model's overload case (tools/<name>/overload.py): `python -m reliability.overload --model
+    <name>` and loadtests/overload.py."""
+
+    before: Mapping[str, Any]
+    """The overrides of the "before" case (what the project served before bounding the work)."""
+    settings_shown: tuple[str, ...]
+    """The handler settings the report quotes for each case."""
+    small: Mapping[str, Any]
+    """The short request: most of the users, and the probes after the load stops."""
+    large: Callable[[dict], dict]
+    """large(handler_settings) -> the largest valid request under them."""
+    full_size_artifacts: Callable[[Path], Path]
+    """full_size_artifacts(out) -> artifacts of the real architecture (what a batch costs)."""

@@ -3,10 +3,11 @@ parts in tools/<name>/ and its training package in training/<name>/.
 
 `tools/<name>/samples.py` is light (no torch) and declares `SAMPLES`, a typed `tools.plugin.Samples`
 (example bodies, load-test and bench payloads, train options, load weights, ...): `ToolSpec.samples()`
-returns it, and mypy checks both sides. Optional modules of its own that shared tools look for
-(`ToolSpec.module`): cli.py (`python -m clients` options and requests), rehearsal.py (its traffic
-during `make rehearse`), overload.py (its overload case), bench.py (`python -m bench`'s
-bare-runtime feeds and timings). docs/adding-a-model.md has each part in one line.
+returns it, and mypy checks both sides. Optional modules of its own, each declaring one typed value
+(tools/plugin.py) that `ToolSpec` returns: cli.py (`CLI`: `python -m clients` options and
+requests), rehearsal.py (`REHEARSAL`: its traffic during `make rehearse`), overload.py
+(`OVERLOAD`: its overload case), bench.py (`BENCH`: `python -m bench`'s bare-runtime feeds and
+timings). docs/adding-a-model.md has each part in one line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from handlers import registry as serving
-from tools.plugin import Bench, Cli, Samples
+from tools.plugin import Bench, Cli, Overload, Rehearsal, Samples
 
 T = TypeVar("T")
 
@@ -68,6 +69,16 @@ class ToolSpec(serving.ModelSpec):
         bench has no in-process parts of it."""
         module = self.module("bench")
         return None if module is None else _declared(module, "BENCH", Bench)
+
+    def rehearsal(self) -> Rehearsal | None:
+        """The model's `REHEARSAL` (tools/<name>/rehearsal.py), or None: no traffic of its own."""
+        module = self.module("rehearsal")
+        return None if module is None else _declared(module, "REHEARSAL", Rehearsal)
+
+    def overload(self) -> Overload | None:
+        """The model's `OVERLOAD` (tools/<name>/overload.py), or None: no overload case."""
+        module = self.module("overload")
+        return None if module is None else _declared(module, "OVERLOAD", Overload)
 
     def example(self) -> dict:
         return dict(self.samples().example)

@@ -8,14 +8,23 @@ and work budget included, so `predict` returns what TorchServe returns:
     each row's columns are the request's JSON body (the fields its `/predictions` JSON body has,
     e.g. `text`) → the served JSON answer, or for a refused row its error body
     (`error`, `kind`) with the HTTP `status` it is served with.
+
+The model config `answers` (logged as "dicts") chooses the form: "dicts" answers each row with its
+JSON answer as a dict; "json" with that answer's JSON text, which `mlflow.pyfunc.spark_udf(...,
+result_type="string", model_config={"answers": "json"})` carries whole, refusals included
+(docs/scoring.md).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import mlflow.pyfunc
 from mlflow.pyfunc.model import PythonModel
+
+ANSWERS = ("dicts", "json")
+"""The values of the `answers` model config: each row's answer as a dict, or as its JSON text."""
 
 
 class ServedModel(PythonModel):
@@ -26,12 +35,16 @@ class ServedModel(PythonModel):
         model_dir = Path(context.artifacts["model_dir"])
         self.service = ModelService.from_dir(model_dir)
         self.batch_size = batch_size(model_dir)
+        self.answers = (context.model_config or {}).get("answers", "dicts")
+        if self.answers not in ANSWERS:
+            raise ValueError(f"model config answers={self.answers!r}: want one of {ANSWERS}")
 
     def predict(self, context, model_input, params=None):
         from handlers.rows import answer_rows
 
         rows = model_input.to_dict(orient="records")
-        return answer_rows(self.service, rows, self.batch_size)
+        answers = answer_rows(self.service, rows, self.batch_size)
+        return [json.dumps(a) for a in answers] if self.answers == "json" else answers
 
 
 mlflow.models.set_model(ServedModel())

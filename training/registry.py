@@ -72,6 +72,7 @@ def register_export(model: str, out: Path, manifest: dict, uri: str | None = Non
             artifacts={ARTIFACT_KEY: str(staged)},
             code_paths=[str(ROOT / "handlers")],
             pip_requirements=_requirements(),
+            model_config={"answers": "dicts"},  # "json" at load: spark_udf (pyfunc_model.py)
             registered_model_name=model,
         )
     version = str(info.registered_model_version)

@@ -1,94 +1,14 @@
-"""The digits model's part of the lifecycle (handlers/service.py): decode images, classify the
-batch's images in one runtime call within its image budget, answer with typed `DigitsAnswer`s.
-
-Nothing here names the network: a different architecture exported with the same manifest block
-serves through it unchanged (handlers/digits/predict.py reads the graph's shape and layout).
-"""
+"""The digits model's part of the lifecycle: the image kit's whole (handlers/kits/image/model.py:
+decoding, budgets, classification, pixel attributions) with the digits predictor."""
 
 from __future__ import annotations
 
-import logging
-from functools import cached_property
-from pathlib import Path
-from typing import Any, ClassVar
-
-from handlers.codec import Reply
-from handlers.digits.codec import ImageRequest, PendingImages
-from handlers.digits.predict import DigitsAnswer, DigitsPredictor
-from handlers.digits.settings import DigitsSettings
-from handlers.errors import RequestError
-from handlers.explain import Explanations, bounded
-from handlers.service import Request
-from handlers.telemetry import Telemetry
-
-log = logging.getLogger(__name__)
+from handlers.digits.predict import DigitsPredictor
+from handlers.kits.image.model import ImageModel
 
 
-class DigitsModel:
-    reads_parts: ClassVar[bool] = False
-
-    def __init__(self, predictor: DigitsPredictor):
-        self.predictor = predictor
-        self.name = predictor.name
-        self.settings: DigitsSettings = predictor.settings
-
-    @classmethod
-    def load(
-        cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "digits"
-    ) -> DigitsModel:
-        predictor = DigitsPredictor.from_dir(model_dir, config, device=device, name=name)
-        s = predictor.settings
-        log.info(
-            "digits %s ready: arch=%s input=%s %s runtime=%s",
-            s.version, s.export.arch, list(s.export.input_shape), s.export.layout, s.runtime,
-        )  # fmt: skip
-        return cls(predictor)
-
-    def parse(self, request: Request) -> PendingImages:
-        """Read and priced from the image headers only: decoding waits until the batch's budgets
-        have admitted the request (DigitsPredictor.predict, `explain`)."""
-        return self.predictor.read(request)
-
-    def inference(
-        self, parsed: list[PendingImages | RequestError]
-    ) -> list[DigitsAnswer | RequestError]:
-        return self.predictor.predict(parsed)
-
-    def reply(self, answer: DigitsAnswer) -> Reply:
-        return self.predictor.reply(answer)
-
-    @cached_property
-    def explainer(self) -> Any:
-        """Built on the first explanation: Captum and torch load only then."""
-        from handlers.digits.explain import DigitsExplainer
-
-        s = self.settings.serving
-        return DigitsExplainer(self.predictor, s.explain_method, s.explain_samples)
-
-    def explain(self, parsed: list[PendingImages | ImageRequest | RequestError]) -> list[Any]:
-        """A map over the model's input pixels per image (handlers/digits/explain.py), within the
-        per-request and per-batch explanation budgets (handlers/explain.py) and the decoding
-        guard, all priced before an image is decoded."""
-        s = self.settings.serving
-        costs = [
-            len(r.images) * self.explainer.cost()
-            if isinstance(r, ImageRequest | PendingImages)
-            else None
-            for r in parsed
-        ]
-        passes = bounded(
-            parsed, costs, s.max_explain_passes, s.max_batch_explain_passes, "image-passes"
-        )
-        admitted = self.predictor.admitted(passes)
-        return [
-            Explanations(tuple(self.explainer.explain(g) for g in r.images), r.many)
-            if isinstance(r, ImageRequest)
-            else r
-            for r in admitted
-        ]
-
-    def report(self, answers: list[DigitsAnswer], telemetry: Telemetry) -> None:
-        self.predictor.report(answers, telemetry)
+class DigitsModel(ImageModel):
+    predictor_class = DigitsPredictor
 
 
 MODEL = DigitsModel

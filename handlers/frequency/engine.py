@@ -87,7 +87,7 @@ class FrequencyEngine:
     def __init__(self, settings: FrequencySettings, model_dir: str | Path, device: str = "cpu"):
         self.settings = settings
         s = settings
-        slots = core_slots(model_dir, s.threads, s.serving.share_cores)
+        slots = core_slots(model_dir, s.threads, s.share_cores)
         self.sequence: Runtime = load_runtime(
             s.runtime,
             model_dir,
@@ -96,12 +96,12 @@ class FrequencyEngine:
             device,
             s.threads,
             s.sequence.filename,
-            spinning=s.serving.intra_op_spinning,
+            spinning=s.intra_op_spinning,
             slots=slots,
         )
         self.step: Runtime = load_runtime(
             s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads,
-            s.step.filename, spinning=s.serving.intra_op_spinning, slots=slots,
+            s.step.filename, spinning=s.intra_op_spinning, slots=slots,
         )  # fmt: skip
         self.head = MLPHead.load(Path(model_dir) / s.head_file)
         self.masks = self.head.masks(s.mc_samples, s.seed)

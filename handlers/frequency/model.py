@@ -9,10 +9,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from handlers.budget import within_budget
+from handlers.budget import Budget
 from handlers.codec import Reply
 from handlers.errors import BadField, RequestError
-from handlers.explain import bounded
 from handlers.frequency.codec import SignalRequest, decode_request
 from handlers.frequency.predict import Extraction, FrequencyPredictor
 from handlers.frequency.settings import FrequencySettings
@@ -51,18 +50,19 @@ class FrequencyModel:
     def parse(self, request: Request) -> SignalRequest:
         return decode_request(request, self.settings)
 
+    @staticmethod
+    def cost(r: SignalRequest) -> int:
+        return int(r.signal.shape[0] * len(r.selectors))
+
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """Work per batch, like sentiment's tokens: samples x frequencies, in arrival order."""
+        return (Budget(self.settings.max_batch_samples, "samples x frequencies", self.cost),)
+
     def inference(
         self, parsed: list[SignalRequest | RequestError]
     ) -> list[Extraction | RequestError]:
-        # Work per batch is bounded like sentiment's tokens: samples x frequencies, in arrival order.
-        costs = [
-            r.signal.shape[0] * len(r.selectors) if isinstance(r, SignalRequest) else None
-            for r in parsed
-        ]
-        admitted = within_budget(
-            parsed, costs, self.settings.max_batch_samples, "samples x frequencies"
-        )
-        return self.predictor.predict(admitted)
+        return self.predictor.predict(parsed)
 
     def reply(self, answer: Extraction) -> Reply:
         return answer.reply()
@@ -72,26 +72,26 @@ class FrequencyModel:
         """Built on the first explanation: Captum and torch load only then."""
         from handlers.frequency.explain import FrequencyExplainer
 
-        return FrequencyExplainer(self.predictor, block=self.settings.serving.explain_block)
+        return FrequencyExplainer(self.predictor, block=self.settings.explain_block)
+
+    def explain_cost(self, r: SignalRequest) -> int:
+        """Sample-passes; a stream chunk is refused (400) before it costs anything."""
+        if r.streaming:
+            raise BadField(
+                "explanations take a whole signal, not a stream chunk (drop stream/state)"
+            )
+        return int(self.explainer.cost(r) * r.signal.shape[0])
+
+    @property
+    def explain_budgets(self) -> tuple[Budget, ...]:
+        s = self.settings
+        limit = s.max_explain_samples
+        return (Budget(s.max_batch_explain_samples, "sample-passes", self.explain_cost, limit),)
 
     def explain(self, parsed: list[SignalRequest | RequestError]) -> list[Any]:
         """Per requested frequency, each input sample's attribution (handlers/frequency/explain.py),
-        within the per-request and per-batch explanation budgets (handlers/explain.py)."""
-        items: list[Any] = [
-            BadField("explanations take a whole signal, not a stream chunk (drop stream/state)")
-            if isinstance(r, SignalRequest) and r.streaming
-            else r
-            for r in parsed
-        ]
-        costs = [
-            self.explainer.cost(r) * r.signal.shape[0] if isinstance(r, SignalRequest) else None
-            for r in items
-        ]
-        s = self.settings.serving
-        admitted = bounded(
-            items, costs, s.max_explain_samples, s.max_batch_explain_samples, "sample-passes"
-        )
-        return [self.explainer.explain(r) if isinstance(r, SignalRequest) else r for r in admitted]
+        admitted by the per-request and per-batch explanation budgets (`explain_budgets`)."""
+        return [self.explainer.explain(r) if isinstance(r, SignalRequest) else r for r in parsed]
 
     def report(self, answers: list[Extraction], telemetry: Telemetry) -> None:
         telemetry.extractions((a.frequencies, a.components.std) for a in answers)

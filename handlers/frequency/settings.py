@@ -8,8 +8,8 @@ A bad value fails the load, never a request.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, fields
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -23,7 +23,7 @@ from handlers.manifest import (
     require,
     text,
 )
-from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
+from handlers.settings import PositiveInt, ServingSettings
 
 
 @dataclass(frozen=True)
@@ -153,19 +153,14 @@ def _served(graph: ExportGraph, name: str, runtime: str) -> GraphSpec:
     return GraphSpec(graph.inputs, graph.outputs, filename)
 
 
-class FrequencyServing(ServingSettings):
-    """The model-config's `handler:` block: how to serve the export (the same names as
-    sentiment's). These defaults are the only ones; the model-config overrides them."""
+class FrequencySettings(ServingSettings):
+    """The model-config's `handler:` block: how to serve the export (the knobs every model has
+    are handlers/settings.py's), bound at load to the export (`parse_settings`). These defaults
+    are the only ones; the model-config overrides them."""
 
-    runtime: Literal["onnx", "torchscript"] = "onnx"
-    """onnx or torchscript: which exported files the handler runs."""
-    threads: PositiveInt | None = None
-    """Intra-op threads of the runtime (None: library default)."""
-    intra_op_spinning: bool = False
-    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
-    on shared cores the spinning threads compete with TorchServe's frontend."""
-    hop: PositiveInt | None = None
-    """Samples between window starts; None: window / 2 (Hann overlap-add)."""
+    hop_setting: PositiveInt | None = Field(default=None, alias="hop")
+    """hop: samples between window starts; None: window / 2 (Hann overlap-add). `hop` is the
+    one served."""
     max_samples: PositiveInt = 20000
     """Longest signal (or stream chunk) accepted, samples."""
     max_batch_samples: PositiveInt = 100000
@@ -173,8 +168,6 @@ class FrequencyServing(ServingSettings):
     mc_samples: Annotated[int, Field(ge=2)] = 32
     """MC-dropout samples for a head with hidden layers; a one-layer linear head (the exported
     one) has its dropout std computed exactly and samples nothing."""
-    seed: NonNegativeInt = 0
-    """Seed of the fixed dropout masks: answers do not depend on batching."""
     explain_block: PositiveInt = 100
     """/explanations: samples occluded together (Captum Occlusion, stride half of it)."""
     max_explain_samples: PositiveInt = 400000
@@ -183,71 +176,65 @@ class FrequencyServing(ServingSettings):
     max_batch_explain_samples: PositiveInt = 400000
     """Explanation work per batch, sample-passes: requests past it get 503 + Retry-After."""
 
+    # What the export is, bound at load (`parse_settings`): read as settings.<name> like the knobs.
+    @property
+    def export(self) -> FrequencyExport:
+        return self._export
 
-SERVING_KEYS = frozenset(FrequencyServing.model_fields)
+    @property
+    def window(self) -> int:
+        return self.export.window
+
+    @property
+    def hop(self) -> int:
+        """Samples between window starts; hop < window gives the overlap the taper blends."""
+        return self.hop_setting or self.export.window // 2
+
+    @property
+    def sample_rate(self) -> int:
+        return self.export.sample_rate
+
+    @property
+    def frequencies(self) -> tuple[float, ...]:
+        return self.export.frequencies
+
+    @property
+    def layers(self) -> int:
+        return self.export.layers
+
+    @property
+    def hidden(self) -> int:
+        return self.export.hidden
+
+    @property
+    def sequence(self) -> GraphSpec:
+        return _served(self.export.sequence, "sequence", self.runtime)
+
+    @property
+    def step(self) -> GraphSpec:
+        return _served(self.export.step, "step", self.runtime)
+
+    @property
+    def head_file(self) -> str:
+        return self.export.head
+
+    @property
+    def ood_threshold(self) -> float | None:
+        """Residual past which an answer is out of distribution (None: the flag is null)."""
+        return self.export.ood_threshold
+
+
+SERVING_KEYS = frozenset(f.alias or n for n, f in FrequencySettings.model_fields.items())
 """The knobs model-config.yaml's `handler:` block may set."""
-
-
-@dataclass(frozen=True)
-class FrequencySettings:
-    """What the predictor runs with: the export (`FrequencyExport`) plus the serving knobs."""
-
-    runtime: str
-    """onnx or torchscript: which exported files the handler runs."""
-    window: int
-    hop: int
-    """Samples between window starts; hop < window gives the overlap the taper blends."""
-    sample_rate: int
-    frequencies: tuple[float, ...]
-    max_samples: int
-    """Longest signal (or stream chunk) accepted, samples."""
-    max_batch_samples: int
-    """Work per batch, samples x requested frequencies: past it a request gets 503 + Retry-After."""
-    mc_samples: int
-    """MC-dropout samples for a head with hidden layers (a linear head's band is exact)."""
-    seed: int
-    """Seed of the fixed dropout masks: answers do not depend on batching."""
-    layers: int
-    hidden: int
-    sequence: GraphSpec
-    step: GraphSpec
-    head_file: str
-    version: str
-    """The artifact version from the manifest, reported in every response; stream states are
-    bound to it."""
-    threads: int | None = None
-    """Intra-op threads of the runtime (None: library default)."""
-    ood_threshold: float | None = None
-    """Residual past which an answer is out of distribution (None: the flag is null)."""
-    serving: FrequencyServing = field(default_factory=FrequencyServing)
-    """All the model-config's knobs as given (the explanation limits are read from here)."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = FrequencyExport.from_block(handler_block(manifest))
     # e.g. stream_idle_s from before streams moved to the client, or the old name mc_seed
-    serving = FrequencyServing.parse(config, "frequency")
-    hop = serving.hop or export.window // 2
-    if not hop <= export.window:
-        raise ArchiveError(f"hop must be in (0, window={export.window}], not {hop}")
-    return FrequencySettings(
-        runtime=serving.runtime,
-        window=export.window,
-        hop=hop,
-        sample_rate=export.sample_rate,
-        frequencies=export.frequencies,
-        max_samples=serving.max_samples,
-        max_batch_samples=serving.max_batch_samples,
-        mc_samples=serving.mc_samples,
-        seed=serving.seed,
-        layers=export.layers,
-        hidden=export.hidden,
-        sequence=_served(export.sequence, "sequence", serving.runtime),
-        step=_served(export.step, "step", serving.runtime),
-        head_file=export.head,
-        version=manifest_version(manifest),
-        threads=serving.threads,
-        ood_threshold=export.ood_threshold,
-        serving=serving,
-    )
+    settings = FrequencySettings.parse(config, "frequency")
+    settings = settings.bind(export, manifest_version(manifest))
+    if not settings.hop <= export.window:
+        raise ArchiveError(f"hop must be in (0, window={export.window}], not {settings.hop}")
+    settings.sequence, settings.step  # noqa: B018  (a runtime with no file in the export fails here)
+    return settings

@@ -16,6 +16,9 @@ class TextRequest:
     texts: tuple[str, ...]
     many: bool
     """True for {"texts": [...]}: the response is a list even for one text."""
+    pieces: tuple[list[int], ...] = ()
+    """Each text's token ids (TextEncoder.pieces), tokenized once at parse: they price the
+    request (its budget) and become the runtime's input."""
 
 
 def check_text(text: object, max_bytes: int, where: str = "text") -> str:

@@ -5,14 +5,16 @@ its typed `Classification` (encoded in handlers/sentiment/codec.py, the model's 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from handlers.budget import within_budget
+from handlers.budget import Budget
 from handlers.codec import Reply, decode_request
 from handlers.errors import RequestError
-from handlers.explain import Explanations, bounded
+from handlers.explain import Explanations
 from handlers.sentiment.codec import Classification
 from handlers.sentiment.inputs import TextRequest, parse_texts
 from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
@@ -58,31 +60,29 @@ class SentimentModel:
         return cls(predictor)
 
     def parse(self, request: Request) -> TextRequest:
+        """Texts checked against the limits and tokenized once: the ids both price the request
+        against the batch's token budget and become the runtime's input."""
         payload = decode_request(request)
-        return parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
+        texts = parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
+        return replace(texts, pieces=tuple(self.predictor.encoder.pieces(texts.texts)))
+
+    def pieces(self, request: TextRequest) -> Sequence[list[int]]:
+        """The request's token ids: from its parse, or tokenized now (a TextRequest built
+        elsewhere)."""
+        return request.pieces or self.predictor.encoder.pieces(request.texts)
+
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """Tokens per batch: past it 503 `overloaded` (handlers/budget.py)."""
+        count = self.predictor.encoder.token_count
+        return (Budget(self.settings.max_batch_tokens, "tokens", lambda r: count(self.pieces(r))),)
 
     def inference(
         self, parsed: list[TextRequest | RequestError]
     ) -> list[Classification | RequestError]:
-        # Each text is tokenized once: the ids both price the request against the batch's token
-        # budget and become the runtime's input.
-        encoder = self.predictor.encoder
-        pieces = [
-            encoder.pieces(item.texts) if isinstance(item, TextRequest) else [] for item in parsed
-        ]
-        costs = [
-            encoder.token_count(p) if isinstance(item, TextRequest) else None
-            for item, p in zip(parsed, pieces, strict=True)
-        ]
-        # Requests past the batch's token budget become 503 `overloaded` (handlers/budget.py).
-        parsed = within_budget(parsed, costs, self.settings.max_batch_tokens, "tokens")
-        run = [
-            (item, p)
-            for item, p in zip(parsed, pieces, strict=True)
-            if isinstance(item, TextRequest)
-        ]
-        texts = [t for item, _ in run for t in item.texts]
-        results = iter(self.predictor.predict(texts, [x for _, p in run for x in p]))
+        run = [item for item in parsed if isinstance(item, TextRequest)]
+        texts = [t for item in run for t in item.texts]
+        results = iter(self.predictor.predict(texts, [p for r in run for p in self.pieces(r)]))
         answers: list[Classification | RequestError] = []
         for item in parsed:
             if isinstance(item, RequestError):
@@ -100,24 +100,29 @@ class SentimentModel:
         encoder = self.predictor.encoder
         return sum(
             self.explainer.cost(text) * encoder.token_count([p])
-            for text, p in zip(request.texts, encoder.pieces(request.texts), strict=True)
+            for text, p in zip(request.texts, self.pieces(request), strict=True)
+        )
+
+    @property
+    def explain_budgets(self) -> tuple[Budget, ...]:
+        """Token-passes per request (past it 400 too_large) and per batch (503)."""
+        s = self.settings
+        return (
+            Budget(
+                s.max_batch_explain_tokens, "token-passes", self.explain_cost, s.max_explain_tokens
+            ),
         )
 
     def explain(
         self, parsed: list[TextRequest | RequestError]
     ) -> list[Explanations | RequestError]:
-        """Word attributions of each request's texts (handlers/sentiment/explain.py), within the
-        per-request and per-batch explanation budgets (handlers/explain.py)."""
-        s = self.settings
-        costs = [self.explain_cost(r) if isinstance(r, TextRequest) else None for r in parsed]
-        admitted = bounded(
-            parsed, costs, s.max_explain_tokens, s.max_batch_explain_tokens, "token-passes"
-        )
+        """Word attributions of each request's texts (handlers/sentiment/explain.py), admitted by
+        the per-request and per-batch explanation budgets (`explain_budgets`)."""
         return [
             Explanations(tuple(self.explainer.explain(t) for t in r.texts), r.many)
             if isinstance(r, TextRequest)
             else r
-            for r in admitted
+            for r in parsed
         ]
 
     def report(self, answers: list[Classification], telemetry: Telemetry) -> None:

@@ -42,7 +42,7 @@ class SentimentPredictor(Predictor[SentimentSettings]):
         model_dir = Path(model_dir)
         self.encoder = TextEncoder(
             model_dir / settings.tokenizer_file,
-            settings.max_length,
+            settings.max_length or settings.export.max_length,
             settings.pad_token_id,
             settings.head_tokens,
         )

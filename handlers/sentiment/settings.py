@@ -1,5 +1,6 @@
-"""The sentiment handler's settings, parsed once at load from the artifact manifest's `handler`
-block (what the export is) and the model-config's `handler:` block (how to serve it).
+"""The sentiment handler's settings, one object (`SentimentSettings`): the model-config's
+`handler:` block (how to serve it; the knobs every model has are declared in handlers/settings.py)
+bound at load to the artifact manifest's `handler` block (what the export is, `SentimentExport`).
 
 A bad archive raises `ArchiveError` here, so TorchServe fails the worker at load time instead of
 answering the first request with a 500.
@@ -23,30 +24,26 @@ from handlers.manifest import (
     require,
     text,
 )
-from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
+from handlers.settings import PositiveInt, ServingSettings
 
 
-class SentimentServing(ServingSettings):
-    """The model-config's `handler:` block: how to serve the export. These defaults are the only
-    ones; handlers/sentiment/model-config.yaml restates the limits it ships with (equal to them)."""
+class SentimentSettings(ServingSettings):
+    """The model-config's `handler:` block: how to serve the export, bound to it at load
+    (`parse_settings`). These defaults are the only ones; handlers/sentiment/model-config.yaml
+    restates the limits it ships with (equal to them)."""
 
-    runtime: Literal["auto", "onnx", "onnx-int8", "torchscript"] = "auto"
+    runtime: Literal["auto", "onnx", "onnx-int8", "torchscript"] = "auto"  # type: ignore[assignment]
     """auto (the gated int8 export on a CPU, fp32 ONNX on an accelerator or where the gate refused
     int8: handlers/runtime.resolve_runtime), onnx, onnx-int8 (the export's gated model.int8.onnx;
     each text runs alone, so its answer never depends on its batch) or torchscript."""
-    threads: PositiveInt | None = None
-    """Intra-op threads of the runtime; None keeps the runtime's default."""
     texts_alone: bool | None = None
     """Run each text of a batch alone, at its own length, instead of one padded batch. None: alone
     on a CPU (no padding to the longest neighbour: 1.47x the served throughput on mixed-length
     reviews, docs/performance.md) and always for onnx-int8 (its answers then never depend on the
     batch); padded batches on an accelerator, where batching is what makes it fast."""
     max_length: PositiveInt | None = None
-    """Tokens per text after truncation; None: the exported max_length (never more)."""
-    mc_samples: PositiveInt = 16
-    """MC-dropout samples of the head (the head is tiny: cost grows with this, not the encoder)."""
-    seed: NonNegativeInt = 0
-    """Seed of the dropout masks, drawn once at load."""
+    """Tokens per text after truncation; None: the exported max_length (never more). Bound, it
+    is the served length."""
     max_text_bytes: PositiveInt = 8192
     """Largest UTF-8 text accepted per item; longer ones are refused with 400."""
     max_texts: PositiveInt = 16
@@ -62,9 +59,6 @@ class SentimentServing(ServingSettings):
     fp16_atol: float = 0.05
     """fp16 gate: max |logit| and |feature| difference from float32 on the load-time probe texts
     (and the same predicted label); the head's self-check is widened to this too."""
-    intra_op_spinning: bool = False
-    """ONNX Runtime intra-op threads busy-wait between ops when true (ORT's own default). Off:
-    on shared cores the spinning threads compete with TorchServe's frontend."""
     explain_method: Literal["hierarchical", "ablation", "shapley"] = "hierarchical"
     """Captum method of /explanations: hierarchical occlusion (word groups, then the words of the
     groups that matter, within `explain_passes`), leave-one-word-out (a pass per word) or Shapley
@@ -87,8 +81,51 @@ class SentimentServing(ServingSettings):
     with 20,480 per batch and leave-one-word-out: prediction p99 2.6 s -> 14.6 s;
     docs/explanations.md)."""
 
+    # What the export is, bound at load (`parse_settings`): read as settings.<name> like the knobs.
+    @property
+    def export(self) -> SentimentExport:
+        return self._export
 
-SERVING_KEYS = frozenset(SentimentServing.model_fields)
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return self.export.input_names
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.export.output_names
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.export.labels
+
+    @property
+    def temperature(self) -> float:
+        return self.export.temperature
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.export.pad_token_id
+
+    @property
+    def head_tokens(self) -> int:
+        """When a text is too long: content tokens kept from its start; the rest of the budget is
+        filled from its end (head+tail, as in training). max_length keeps the start only."""
+        return self.export.kept_head()
+
+    @property
+    def tokenizer_file(self) -> str:
+        return self.export.tokenizer
+
+    @property
+    def head_file(self) -> str:
+        return self.export.head
+
+    @property
+    def feature_dim(self) -> int | None:
+        return self.export.feature_dim
+
+
+SERVING_KEYS = frozenset(SentimentSettings.model_fields)
 """The knobs model-config.yaml's `handler:` block may set."""
 
 
@@ -169,35 +206,6 @@ class SentimentExport:
         return export
 
 
-@dataclass(frozen=True)
-class SentimentSettings:
-    """What the predictor runs with: the export (`SentimentExport`) plus the serving knobs."""
-
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    labels: tuple[str, ...]
-    temperature: float
-    max_length: int
-    """Tokens per text after truncation: the exported max_length, or a shorter served one."""
-    pad_token_id: int
-    head_tokens: int
-    """When a text is too long: content tokens kept from its start; the rest of the budget is
-    filled from its end (head+tail, as in training). max_length keeps the start only."""
-    version: str
-    """The artifact version from the manifest, reported in every response."""
-    serving: SentimentServing
-    """The model-config's knobs (runtime, threads, limits, MC-dropout samples...)."""
-    tokenizer_file: str = SentimentExport.tokenizer
-    head_file: str = SentimentExport.head
-    feature_dim: int | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        # The serving knobs read as settings.<knob>; their one definition is SentimentServing.
-        if name != "serving" and name in SentimentServing.model_fields:
-            return getattr(self.serving, name)
-        raise AttributeError(name)
-
-
 HEAD_TAIL = "head+tail"
 """The truncation training writes, with `head_tokens` beside it."""
 
@@ -223,23 +231,10 @@ def _head_tokens(rule: Any, head: Any, max_length: int) -> int:
 def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = SentimentExport.from_block(handler_block(manifest))
-    serving = SentimentServing.parse(config, "sentiment")
-    max_length = serving.max_length or export.max_length
+    settings = SentimentSettings.parse(config, "sentiment")
+    max_length = settings.max_length or export.max_length
     if max_length > export.max_length:
         raise ArchiveError(
             f"handler.max_length {max_length} exceeds the exported {export.max_length}"
         )
-    return SentimentSettings(
-        input_names=export.input_names,
-        output_names=export.output_names,
-        labels=export.labels,
-        temperature=export.temperature,
-        max_length=max_length,
-        pad_token_id=export.pad_token_id,
-        head_tokens=export.kept_head(),
-        version=manifest_version(manifest),
-        serving=serving,
-        tokenizer_file=export.tokenizer,
-        head_file=export.head,
-        feature_dim=export.feature_dim,
-    )
+    return settings.bind(export, manifest_version(manifest), max_length=max_length)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from handlers.budget import Budget
 from handlers.codec import Reply
 from handlers.errors import ArchiveError, RequestError
 from handlers.explain import Explanations
@@ -31,7 +32,7 @@ class TabularModel:
     def __init__(self, settings: TabularSettings, runtime: Runtime, head: MLPHead, name: str):
         self.settings, self.runtime, self.head, self.name = settings, runtime, head, name
         self.export, self.schema = settings.export, settings.export.schema
-        self.masks = head.masks(settings.serving.mc_samples, settings.serving.seed)
+        self.masks = head.masks(settings.mc_samples, settings.seed)
         self.model_info = {"name": name, "version": settings.version}
         self._self_check()
 
@@ -40,7 +41,7 @@ class TabularModel:
         cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "tabular"
     ) -> TabularModel:
         settings = parse_settings(read_manifest(model_dir), config)
-        e, s = settings.export, settings.serving
+        e, s = settings.export, settings
         runtime = load_runtime(
             s.runtime, model_dir, (e.input_name,), (e.output_name, e.features_name), device,
             s.threads, slots=core_slots(model_dir, s.threads, s.share_cores),
@@ -59,7 +60,7 @@ class TabularModel:
             raise ArchiveError(f"the graph or head does not take the schema's records: {e}") from e
         if logits.shape != (2, len(self.export.classes)):
             raise ArchiveError(f"the graph answers {logits.shape} for 2 records")
-        if not diff <= self.settings.serving.self_check_atol:
+        if not diff <= self.settings.self_check_atol:
             raise ArchiveError(f"{self.export.head} does not reproduce the graph's logits ({diff})")
 
     def _forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +68,7 @@ class TabularModel:
         return out[self.export.output_name], out[self.export.features_name]
 
     def parse(self, request: Request) -> kit.Records:
-        return kit.read_records(request, self.schema, self.settings.serving.max_records)
+        return kit.read_records(request, self.schema, self.settings.max_records)
 
     def classify(self, rows: list[dict[str, Any]]) -> list[dict]:
         """Checked records → one answer row each."""
@@ -89,8 +90,17 @@ class TabularModel:
         ]
 
     def inference(self, parsed: list[kit.Records | RequestError]) -> list[Any]:
-        admitted, rows = kit.within_records(parsed, self.settings.serving.max_batch_records)
-        return kit.answered(admitted, self.classify(rows))
+        return kit.answered(parsed, self.classify(kit.rows_of(parsed)))
+
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        return (kit.records_budget(self.settings.max_batch_records),)
+
+    @property
+    def explain_budgets(self) -> tuple[Budget, ...]:
+        s = self.settings
+        passes = self.attributor.passes()
+        return (kit.explanation_budget(passes, s.max_explain_passes, s.max_batch_explain_passes),)
 
     def reply(self, answer: kit.Answers) -> Reply:
         return answer.reply()
@@ -103,7 +113,7 @@ class TabularModel:
 
     @cached_property
     def attributor(self) -> kit.Attributor:
-        s = self.settings.serving
+        s = self.settings
 
         def scores(x: np.ndarray) -> np.ndarray:
             return kit.log_odds(self._forward(x.astype(np.float32))[0], self.export.temperature)
@@ -111,17 +121,13 @@ class TabularModel:
         return kit.Attributor(self.schema, scores, s.explain_method, s.explain_samples)
 
     def explain(self, parsed: list[kit.Records | RequestError]) -> list[Any]:
-        """Per feature, each record (handlers/kits/tabular.Attributor), priced before it runs
-        within the per-request and per-batch explanation budgets (handlers/explain.py)."""
-        s = self.settings.serving
-        admitted = kit.within_explanations(
-            parsed, self.attributor.passes(), s.max_explain_passes, s.max_batch_explain_passes
-        )
+        """Per feature, each record (handlers/kits/tabular.Attributor) that the explanation
+        budgets admitted (`explain_budgets`, priced before it runs)."""
         return [
             Explanations(tuple(self._explain(x) for x in r.rows), r.many)
             if isinstance(r, kit.Records)
             else r
-            for r in admitted
+            for r in parsed
         ]
 
     def _explain(self, row: dict[str, Any]) -> kit.FeatureExplanation:
@@ -130,7 +136,7 @@ class TabularModel:
         target = self.export.classes.index(label)
         values, evaluations = self.attributor.attribute(self.schema.encode([row])[0], target)
         return kit.FeatureExplanation(
-            label, answer["probabilities"][label], values, self.settings.serving.explain_method,
+            label, answer["probabilities"][label], values, self.settings.explain_method,
             evaluations, answer["out_of_range"], dict(self.model_info),
         )  # fmt: skip
 

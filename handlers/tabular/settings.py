@@ -1,6 +1,6 @@
 """Typed settings of the tabular classifier, parsed once at load: the manifest's `handler` block
 (`TabularExport`, written by training: the graph's names, the labels, the temperature and the
-feature schema) and the model-config's `handler:` block (`TabularServing`, the serving knobs)."""
+feature schema) bound to the model-config's `handler:` block (`TabularSettings`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from handlers.errors import ArchiveError
 from handlers.kits.tabular import Schema
 from handlers.manifest import handler_block, manifest_version, names, require, text
 from handlers.manifest import reject_unknown_export as reject_unknown
-from handlers.settings import NonNegativeInt, PositiveInt, ServingSettings
+from handlers.settings import PositiveInt, ServingSettings
 
 
 @dataclass(frozen=True)
@@ -58,21 +58,14 @@ class TabularExport:
         )
 
 
-class TabularServing(ServingSettings):
-    """The model-config's `handler:` block; these defaults are the only ones."""
+class TabularSettings(ServingSettings):
+    """The model-config's `handler:` block (its own knobs; the shared ones are handlers/settings.py's),
+    bound at load to the export and its version."""
 
-    runtime: Literal["onnx", "torchscript"] = "onnx"
-    """onnx or torchscript: which exported file the handler runs."""
-    threads: PositiveInt | None = None
-    """Intra-op threads of the runtime (None: library default)."""
     max_records: PositiveInt = 256
     """Records per request (JSON {"records": [...]} or CSV rows): past it 400 too_large."""
     max_batch_records: PositiveInt = 1024
     """Work per batch, records: past it a request gets 503 + Retry-After (handlers/budget.py)."""
-    mc_samples: PositiveInt = 16
-    """MC-dropout samples of the head, masks drawn once at load."""
-    seed: NonNegativeInt = 0
-    """Seed of the dropout masks."""
     self_check_atol: Annotated[float, Field(gt=0)] = 1e-3
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
     explain_method: Literal["ablation", "shapley"] = "ablation"
@@ -84,18 +77,12 @@ class TabularServing(ServingSettings):
     max_batch_explain_passes: PositiveInt = 4096
     """Explanation work per batch, record-passes: requests past it get 503 + Retry-After."""
 
-
-@dataclass(frozen=True)
-class TabularSettings:
-    export: TabularExport
-    serving: TabularServing
-    version: str
-    """The artifact version, reported in every answer."""
+    @property
+    def export(self) -> TabularExport:
+        return self._export
 
 
 def parse_settings(manifest: dict, config: dict | None) -> TabularSettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = TabularExport.from_block(handler_block(manifest))
-    return TabularSettings(
-        export, TabularServing.parse(config, "tabular"), manifest_version(manifest)
-    )
+    return TabularSettings.parse(config, "tabular").bind(export, manifest_version(manifest))

@@ -62,3 +62,27 @@ def test_a_broken_pod_template_is_caught(rayjob):
     group = broken["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
     group["template"]["spec"]["containers"][0]["resources"]["limit"] = {"cpu": "2"}
     assert any("pod template" in e for e in kuberay.errors(broken))
+
+
+def test_make_k8s_renders_and_checks_the_scoring_job(tmp_path, monkeypatch, capsys):
+    from deploy import k8s_check
+
+    monkeypatch.setattr(k8s_check, "overlays", lambda: [])  # the scoring job alone, for speed
+    assert k8s_check.main(["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "scoring: 1 objects" in out and "1 custom: RayJob (ray.io/v1 RayJob" in out
+    assert "0 schema errors" in out and out.rstrip().endswith("k8s check: OK")
+    assert kuberay.is_rayjob(yaml.safe_load((tmp_path / "scoring.yaml").read_text()))
+
+
+def test_make_k8s_reports_a_broken_rayjob():
+    from deploy.k8s_check import Rendered, render, schema_errors
+
+    rendered = render("scoring")
+    assert schema_errors(rendered) == []
+    broken = Rendered("scoring", rendered.text.replace("K8sJobMode", "BatchMode"))
+    [error] = schema_errors(broken)
+    assert (
+        error.startswith("scoring: RayJob/score-sentiment (ray.io/v1 RayJob")
+        and "submissionMode" in error
+    )

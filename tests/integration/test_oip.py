@@ -8,112 +8,17 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import subprocess
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
 
 from handlers import registry
+from handlers.errors import valid_request_id
 from handlers.service import ModelService, Request
-from rehearsal.pod import free_port
 from tests.support.oip_client import pack, unpack
 
-ROOT = Path(__file__).resolve().parents[2]
-OIP_PYTHON = ROOT / ".venv-oip" / "bin" / "python"
-CLIENT = ROOT / "tests" / "support" / "oip_client.py"
-
 REVIEWS = ["a fine film with a great cast", "dull and far too long", "loved it"]
-
-
-class OipServer:
-    def __init__(self, http: int, grpc: int, token: str, process: subprocess.Popen, log: Path):
-        self.http, self.grpc, self.token, self.process, self.log = http, grpc, token, process, log
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http}"
-
-    def run(self, calls: list[dict]) -> list:
-        """The calls through tritonclient (tests/support/oip_client.py, in .venv-oip)."""
-        setup = {
-            "http": f"127.0.0.1:{self.http}",
-            "grpc": f"127.0.0.1:{self.grpc}",
-            "token": self.token,
-            "calls": calls,
-        }
-        done = subprocess.run(
-            [str(OIP_PYTHON), str(CLIENT)],
-            input=json.dumps(setup),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=ROOT,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout)
-
-
-@pytest.fixture(scope="session")
-def oip_server(
-    tmp_path_factory, sentiment_archive, frequency_archive, digits_archive, tabular_archive
-):
-    assert OIP_PYTHON.exists(), "no .venv-oip: run make install (it builds the OIP server's venv)"
-    work = tmp_path_factory.mktemp("oip")
-    http, grpc = free_port(), free_port()
-    token_file = work / "token"
-    log = work / "oip.log"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "TMPDIR": str(work),
-    }
-    env.pop("TS_CONFIG_FILE", None)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(OIP_PYTHON),
-                "-m",
-                "oip",
-                "--http-port",
-                str(http),
-                "--grpc-port",
-                str(grpc),
-                "--token-file",
-                str(token_file),
-                "--work-dir",
-                str(work / "models"),
-                str(sentiment_archive),
-                str(frequency_archive),
-                str(digits_archive),
-                str(tabular_archive),
-            ],  # fmt: skip
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert process.poll() is None, log.read_text()[-3000:]
-            try:
-                if requests.get(f"http://127.0.0.1:{http}/v2/health/ready", timeout=2).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        yield OipServer(http, grpc, token_file.read_text().strip(), process, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture(scope="session")
@@ -367,7 +272,10 @@ def test_refusals_get_their_own_status_over_both_transports(oip_server):
     errors = [r["error"] for r in results]
     assert all(e is not None for e in errors), results
     assert errors[0]["status"] == "StatusCode.INVALID_ARGUMENT"
-    assert json.loads(errors[0]["message"]) == {"error": "texts[0] is empty", "kind": "empty_input"}
+    refused = json.loads(errors[0]["message"])
+    # No id sent: the server made one (a UUID), and the body carries it as TorchServe's path does.
+    assert valid_request_id(refused.pop("request_id"))
+    assert refused == {"error": "texts[0] is empty", "kind": "empty_input"}
     assert errors[1]["status"] == "400"
     assert "texts[0] is empty" in errors[1]["message"]
     assert errors[2]["status"] == "StatusCode.INVALID_ARGUMENT"
@@ -391,14 +299,16 @@ def test_rest_error_shape_is_the_protocols(oip_server):
     }
     r = requests.post(url, json=body, headers=auth, timeout=30)
     assert r.status_code == 400
-    assert r.json() == {"error": "texts[0] is empty", "kind": "empty_input"}
+    assert r.json() == {"error": "texts[0] is empty", "kind": "empty_input", "request_id": "r1"}
+    assert r.headers["X-Request-ID"] == "r1"
     r = requests.post(url, json=body, timeout=30)
     assert r.status_code == 401 and "error" in r.json()
     huge = {
         "inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x" * (2 << 20)]}]
     }
-    r = requests.post(url, json=huge, headers=auth, timeout=30)
+    r = requests.post(url, json=huge, headers=auth | {"X-Request-ID": "big-1"}, timeout=30)
     assert r.status_code == 413 and r.json()["kind"] == "too_large"
+    assert r.json()["request_id"] == r.headers["X-Request-ID"] == "big-1"
     # Without a Content-Length (chunked), the body is counted as it arrives.
     chunks = iter([b"x" * (1 << 20), b"x" * (1 << 20)])
     r = requests.post(
@@ -459,6 +369,7 @@ def test_only_the_protocols_routes_and_rpcs_are_served(oip_server):
         r = requests.request(method, oip_server.url + path, headers=auth, json={}, timeout=30)
         assert r.status_code == 404, (method, path, r.status_code)
         assert r.json()["error"] == "not found"
+        assert valid_request_id(r.json()["request_id"])
     http, grpc = oip_server.run(
         [
             {"unload": True, "transport": "http", "model": "digits"},
@@ -498,3 +409,23 @@ def test_tabular_columns_answer_as_the_in_process_records_to_the_bit(
     short = [(n, d, a[:1]) if n == "mean area" else (n, d, a) for n, d, a in inputs]
     [refused] = oip_server.run([call("tabular", short, transport, binary)])
     assert refused["error"] is not None and "one element per record" in str(refused["error"])
+
+
+def test_versioned_routes_serve_the_models_own_version_and_404_any_other(oip_server, services):
+    """KServe 0.21 answers every versioned route with NotImplementedError (a 501 and a traceback):
+    the model's own version is its route, another version or model a JSON 404."""
+    version = str(services["sentiment"].settings.version or "")
+    assert version, "the tiny sentiment model names its version"
+    auth = {"Authorization": f"Bearer {oip_server.token}"}
+    base = f"{oip_server.url}/v2/models/sentiment/versions"
+    assert requests.get(f"{base}/{version}/ready", timeout=30).status_code == 200
+    assert requests.get(f"{base}/{version}", timeout=30).json()["name"] == "sentiment"
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["loved it"]}]}
+    r = requests.post(f"{base}/{version}/infer", json=body, headers=auth, timeout=60)
+    assert r.status_code == 200, r.text
+    for url in (f"{base}/not-{version}/ready", f"{oip_server.url}/v2/models/nope/versions/1"):
+        r = requests.get(url, timeout=30)
+        assert r.status_code == 404 and r.json()["kind"] == "not_found", (url, r.text)
+    r = requests.post(f"{base}/not-{version}/infer", json=body, headers=auth, timeout=60)
+    assert r.status_code == 404 and "has no version" in r.json()["error"]
+    assert "NotImplementedError" not in oip_server.log.read_text()

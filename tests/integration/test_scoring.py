@@ -1,7 +1,8 @@
 """python -m scoring on local Ray (one Ray start for the module, 2 CPUs) over tiny models: every
 registered model's corpus with per-row errors and one output row per input row, scored == the
 in-process ModelService to the bit and == the running TorchServe, a driver SIGKILLed mid-way and
-re-run (no partition scored twice, none lost), S3 input checked against its sha256."""
+re-run (no partition scored twice, none lost), S3 input checked against its sha256, S3 output
+resumed without a part written twice."""
 
 from __future__ import annotations
 
@@ -30,13 +31,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_local():
-    """One local Ray for the module's in-process jobs (they reuse it)."""
+def ray_local(moto_server):
+    """One local Ray for the module's in-process jobs (they reuse it). Its workers see the S3
+    server as a user's do: through the AWS variables of the environment local Ray starts in."""
     import ray
 
     from scoring.job import start_ray
 
-    start_ray(None, 2)
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in moto_server.env.items():
+            env.setenv(name, value)
+        start_ray(None, 2)
     yield
     ray.shutdown()
 
@@ -216,6 +221,88 @@ def test_s3_input_is_checked_against_its_sha256(s3_env, s3_bucket, sentiment_art
     code = main(["sentiment", "--input", f"s3://{s3_bucket}/c/bad.jsonl", "--output", str(bad),
                  *common])  # fmt: skip
     assert code != 0 and not bad.exists()
+
+
+def s3_parts(client, bucket: str, prefix: str) -> dict[str, list[str]]:
+    """key → its version ids (the bucket keeps every version: a rewrite would add one)."""
+    versions: dict[str, list[str]] = {}
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for v in page.get("Versions", []):
+            versions.setdefault(v["Key"], []).append(v["VersionId"])
+    return {k: v for k, v in versions.items() if k.endswith(".parquet")}
+
+
+def s3_json(client, bucket: str, key: str) -> dict:
+    return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def test_s3_output_resumes_without_writing_a_part_twice(
+    s3_env, s3_bucket, frequency_artifacts, tmp_path
+):
+    client = s3_env.client()
+    client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    rows, refused = corpus("frequency", 12)
+    src = write(rows, tmp_path / "in.jsonl")
+    prefix = "scored/frequency/"
+    argv = ["frequency", "--input", str(src), "--output", f"s3://{s3_bucket}/{prefix}",
+            "--from", str(frequency_artifacts), "--partition-mb", "0.0002"]  # fmt: skip
+    assert main(argv) == 0
+    first = s3_parts(client, s3_bucket, prefix)
+    report = s3_json(client, s3_bucket, prefix + "_report.json")
+    assert len(first) == report["partitions"] > 2 and report["rows"] == 12
+    assert report["output"] == f"s3://{s3_bucket}/{prefix}"
+    got = []
+    for key in first:
+        obj = client.get_object(Bucket=s3_bucket, Key=key)
+        body = obj["Body"].read()
+        assert obj["Metadata"]["sha256"] == hashlib.sha256(body).hexdigest()
+        got += pq.read_table(pa.BufferReader(body)).to_pylist()
+    assert sorted(int(r["id"]) for r in got) == [r["id"] for r in rows]
+    assert {int(r["id"]): r["error"]["kind"] for r in got if r["error"]} == refused
+
+    # A run that lost two parts (and so never wrote its report): the same command writes those two
+    # only; every other part keeps its one version.
+    lost = sorted(first)[:2]
+    for key in lost:
+        client.delete_object(Bucket=s3_bucket, Key=key, VersionId=first[key][0])
+    client.delete_object(Bucket=s3_bucket, Key=prefix + "_report.json")
+    assert main(argv) == 0
+    again = s3_parts(client, s3_bucket, prefix)
+    assert again.keys() == first.keys()
+    for key, versions in again.items():
+        assert len(versions) == 1
+        assert (versions == first[key]) == (key not in lost), key
+    report = s3_json(client, s3_bucket, prefix + "_report.json")
+    assert report["skipped_partitions"] == len(first) - 2 and report["rows"] == 12
+
+    # Another job into the same prefix is refused before anything is scored.
+    other = [*argv[:-2], "--partition-mb", "1"]
+    assert main(other) == 2
+
+
+def test_an_s3_part_is_never_written_over(s3_env, s3_bucket):
+    from scoring.outputs import open_output
+
+    client = s3_env.client()
+    client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    out = open_output(f"s3://{s3_bucket}/p")
+    out.prepare()
+    table = pa.table({"id": [1], "error": pa.array([None], pa.struct([("kind", pa.string())]))})
+    assert out.write_part("part-00000.parquet", table) is True
+    assert out.write_part("part-00000.parquet", table.slice(0, 0)) is False  # a second try
+    assert out.names() == {"part-00000.parquet"}
+    assert [len(v) for v in s3_parts(client, s3_bucket, "p/").values()] == [1]
+    assert out.errors("part-00000.parquet") == [None]
+
+
+def test_a_bad_s3_output_is_one_line(s3_env, s3_bucket, tmp_path, capsys):
+    src = write(corpus("sentiment", 2)[0], tmp_path / "in.jsonl")
+    base = ["sentiment", "--input", str(src)]
+    assert main([*base, "--output", f"s3://{s3_bucket}"]) == 2
+    assert "want s3://bucket/prefix/" in capsys.readouterr().err
+    assert main([*base, "--output", "s3://no-such-bucket-here/x/"]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err
 
 
 def test_a_killed_worker_is_restarted_and_the_job_loses_nothing(frequency_artifacts, tmp_path):

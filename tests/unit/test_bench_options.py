@@ -28,3 +28,21 @@ def test_workers_and_protocols_are_comma_separated_and_checked(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--bodies", "json,protobuf"])
     assert "unknown body kind 'protobuf'" in capsys.readouterr().err
+
+
+def test_the_oip_comparison_runs_on_the_fp32_sentiment_archive_unless_switched_off(monkeypatch):
+    from pathlib import Path
+
+    from bench import __main__ as bench
+    from bench import oip
+
+    ran = []
+    monkeypatch.setattr(oip, "compare", lambda archive, *a, **k: ran.append(archive) or {"ok": 1})
+    monkeypatch.setattr(oip, "OIP_PYTHON", Path(__file__))  # stands for an existing .venv-oip
+    archives = {"sentiment_onnx": Path("s.mar"), "sentiment_int8": Path("i.mar")}
+    assert parse_args([]).oip_seconds == 20.0
+    assert bench.compare_runtimes(parse_args(["--oip-seconds", "0"]), archives) is None
+    assert bench.compare_runtimes(parse_args([]), {"frequency_onnx": Path("f.mar")}) is None
+    assert ran == []
+    assert bench.compare_runtimes(parse_args([]), archives) == {"ok": 1}
+    assert ran == [Path("s.mar")]

@@ -352,3 +352,22 @@ def test_ceiling_takes_the_cores_this_process_may_run_on_and_skips_levels_withou
             level["cpu"] = {"loadgen": None, "frontend": 0.2, "workers": 1.4}
     assert ceilings(report) == []
     assert "ceiling req/s" not in markdown_table(report)
+
+
+def test_the_report_shows_torchserve_and_oip_side_by_side_with_the_cpu(report):
+    assert "Open Inference Protocol" not in markdown_table(report)
+    report["oip"] = {
+        "cpu_summary": "AMD EPYC (AVX-512 BF16 class)",
+        "load_average_1m": 1.5,
+        "clients": 16,
+        "seconds": 20.0,
+        "interleaved_lone_p50_ms": {"torchserve": 52.7, "oip": 55.3},
+        "lone_extra_ms": 2.6,
+        "best_answered_per_s": {"torchserve": 16.37, "oip": 15.1},
+        "oip_over_torchserve_throughput": 0.922,
+    }
+    table = markdown_table(report)
+    section = table[table.index("## TorchServe and the Open Inference Protocol server") :]
+    assert "AMD EPYC (AVX-512 BF16 class)" in section
+    assert "| 16 clients (answered/s) | 16.37 | 15.10 | 0.922 |" in section
+    assert "| lone client p50, interleaved (ms) | 52.7 | 55.3 | +2.6 ms |" in section

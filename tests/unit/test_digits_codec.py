@@ -15,10 +15,10 @@ import pytest
 from PIL import Image
 
 from handlers.base import request_from_row
-from handlers.digits.codec import decode_request
-from handlers.digits.pixels import graph_batch, graph_input, resize
 from handlers.digits.settings import DigitsExport, parse_settings
 from handlers.errors import ArchiveError, RequestError
+from handlers.kits.image.decode import decode_request
+from handlers.kits.image.reading import graph_batch, graph_input, resize
 
 EXPORT = DigitsExport(
     input_name="image", output_name="logits", input_shape=(1, 8, 8), layout="NCHW",

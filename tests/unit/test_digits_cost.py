@@ -15,16 +15,19 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from handlers.digits.codec import (
+from handlers import budget
+from handlers.digits.model import DigitsModel
+from handlers.digits.predict import DigitsPredictor
+from handlers.digits.settings import parse_settings
+from handlers.errors import TooLarge
+from handlers.kits.image.classifier import ImageAnswer as DigitsAnswer
+from handlers.kits.image.decode import (
     EncodedImage,
     PendingImages,
     decode_request,
     read_request,
 )
-from handlers.digits.pixels import block_mean, working_factor
-from handlers.digits.predict import DigitsAnswer, DigitsPredictor
-from handlers.digits.settings import parse_settings
-from handlers.errors import TooLarge
+from handlers.kits.image.reading import block_mean, working_factor
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
 from tests.unit.test_digits_codec import MANIFEST
@@ -199,12 +202,19 @@ def truncated_png() -> bytes:
     return data[: len(data) // 2]
 
 
+def budgets_of(predictor: DigitsPredictor) -> tuple:
+    return DigitsModel(predictor).budgets
+
+
 def test_the_decoding_guard_refuses_a_batchs_excess_before_decoding(predictor, digits_artifacts):
     webp = b64(one_colour_webp())
     biggest = read_json({"images": [webp] * 4})  # 64,000,000 bytes decoded: the guard's most
     broken = read_json({"image": b64(truncated_png())})  # 64 x 64 grey: 4,096 bytes
     small = read_json({"image": [[0] * 8] * 8})
-    answers = predictor.predict([biggest, broken, biggest, small])
+    # The model declares its budgets; the lifecycle (handlers/service.py) applies them.
+    answers = predictor.predict(
+        budget.apply([biggest, broken, biggest, small], budgets_of(predictor))
+    )
     assert isinstance(answers[0], DigitsAnswer) and isinstance(answers[3], DigitsAnswer)
     # The truncated file fits beside the first and is decoded: its own 400, found only then.
     assert (answers[1].status, answers[1].kind) == (400, "bad_encoding")
@@ -215,7 +225,7 @@ def test_the_decoding_guard_refuses_a_batchs_excess_before_decoding(predictor, d
     tight = DigitsPredictor.from_dir(
         digits_artifacts, handler_config("digits") | {"max_batch_decoded_bytes": 4000}
     )
-    first, past = tight.predict([small, broken])
+    first, past = tight.predict(budget.apply([small, broken], budgets_of(tight)))
     assert isinstance(first, DigitsAnswer)
     assert (past.status, past.kind) == (503, "overloaded"), past
 

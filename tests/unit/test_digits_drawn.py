@@ -3,7 +3,7 @@
 The default config (the model `make serve` trained from this very checkout when artifacts/digits
 holds it, as in CI; else trained here, about 70 s of CPU on one thread: tests/fixtures/digits.py)
 is read through the in-process predictor, the served path (polarity, levels and framing in
-handlers/digits/pixels.py).
+handlers/kits/image/reading.py).
 The images come from tests/support/drawn_digits.py, a generator that training never uses: strokes
 brushed from its own templates and digits typed in Pillow's bundled font, where training augments
 scikit-learn's digits (training/digits/augment.py). The recipe was developed against that

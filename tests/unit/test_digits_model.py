@@ -17,12 +17,15 @@ from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
 import training.digits.__main__ as digits_main
-from handlers.digits.codec import ImageRequest
-from handlers.digits.pixels import model_batch
-from handlers.digits.predict import DigitsAnswer, DigitsPredictor
+from handlers import budget
+from handlers.digits.model import DigitsModel
+from handlers.digits.predict import DigitsPredictor
 from handlers.digits.settings import DigitsExport
 from handlers.digits_handler import DigitsHandler
 from handlers.errors import ArchiveError
+from handlers.kits.image.classifier import ImageAnswer as DigitsAnswer
+from handlers.kits.image.decode import ImageRequest
+from handlers.kits.image.reading import model_batch
 from handlers.manifest import read_manifest
 from handlers.runtime import load_runtime
 from tests.unit.test_digits_codec import png_claiming
@@ -166,7 +169,9 @@ def test_batch_budget_refuses_past_it_with_503_and_retry_after(digits_artifacts,
     predictor = DigitsPredictor.from_dir(digits_artifacts, CONFIG)
     g = test_split.greys[0]
     big = ImageRequest((g,) * 30, many=True)
-    answers = predictor.predict([big, big, ImageRequest((g,))])
+    # The model declares its budgets; the lifecycle (handlers/service.py) applies them.
+    budgets = DigitsModel(predictor).budgets
+    answers = predictor.predict(budget.apply([big, big, ImageRequest((g,))], budgets))
     assert isinstance(answers[0], DigitsAnswer) and len(answers[0].predictions) == 30
     assert answers[1].status == 503 and answers[1].retry_after_s
     assert isinstance(answers[2], DigitsAnswer)  # 31 images: still within 40

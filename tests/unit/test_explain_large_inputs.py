@@ -55,4 +55,4 @@ def test_a_64x64_image_is_explained_over_the_models_input_pixels(digits_artifact
     h, w = body["shape"]
     assert np.asarray(body["attributions"]).shape == (h, w) and h * w < 64 * 64
     # Its price does not grow with the sent image: the map is over the model's input.
-    assert service.model.explainer.cost() <= service.model.settings.serving.max_explain_passes
+    assert service.model.explainer.cost() <= service.model.settings.max_explain_passes

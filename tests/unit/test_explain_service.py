@@ -156,10 +156,10 @@ def test_the_longest_text_a_prediction_takes_is_explained_within_its_price(toy_d
     costs `explain_passes` x its tokens, within the per-request limit, and its explanation runs
     no more passes than that. The shipped limits afford a full window (256 tokens) of the default
     recipe at the shipped passes."""
-    from handlers.sentiment.settings import SentimentServing
+    from handlers.sentiment.settings import SentimentSettings
     from training.sentiment.config import DEFAULT
 
-    shipped = SentimentServing()
+    shipped = SentimentSettings()
     assert shipped.explain_passes * DEFAULT.max_length <= shipped.max_explain_tokens
     assert shipped.max_explain_tokens <= shipped.max_batch_explain_tokens
     config = SERVE_CONFIG | {"explain_passes": 6}

@@ -3,7 +3,6 @@ Context around it, no server. One-shot and stream answers, the state a client ca
 chunks (to any worker), float32 answers, and refusals that never fail their batch neighbours."""
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -167,7 +166,9 @@ def test_a_chunk_cannot_change_its_streams_frequencies(handler, signal):
 def test_state_from_another_model_version_is_a_409(handler, frequency_artifacts, signal):
     old = FrequencyPredictor.from_dir(frequency_artifacts, CONFIG, state_key=KEY)
     old_version = FrequencyPredictor(
-        frequency_artifacts, replace(old.settings, version="1999.01.01-old"), state_key=KEY
+        frequency_artifacts,
+        old.settings.bind(old.settings._export, "1999.01.01-old"),
+        state_key=KEY,
     )
     [answer] = old_version.predict(
         [SignalRequest(signal[:50].astype(np.float32), 1000, (1.0,), (0,), start=True)]

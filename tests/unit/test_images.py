@@ -80,13 +80,35 @@ def test_every_pip_install_uses_the_images_requirements_file(kind):
         if op == "RUN" and "pip install" in args
     ]
     assert runs, "the image installs nothing with pip"
+    files = set()
     for args in runs:
-        for cmd in re.findall(r"pip install([^&;]*)", args):
+        for pip, cmd in re.findall(r"(\S*)pip install([^&;]*)", args):
             words = [w for w in cmd.split() if not w.startswith("--")]
-            assert words[0] == "-r" and words[1].endswith(REQUIREMENTS[kind]), cmd
-            assert len(words) == 2, f"packages outside the requirements file: {cmd}"
+            assert words[0] == "-r" and len(words) == 2, (
+                f"packages outside a requirements file: {cmd}"
+            )
+            wanted = OIP_LAYER[1] if pip.startswith(OIP_LAYER[0]) else REQUIREMENTS[kind]
+            assert words[1].endswith(wanted), cmd
+            files.add(wanted)
+    assert REQUIREMENTS[kind] in files
     copied = " ".join(args for op, args in instructions(DOCKERFILES[kind]) if op == "COPY")
-    assert REQUIREMENTS[kind] in copied
+    for name in files:
+        assert name in copied
+
+
+OIP_LAYER = ("/opt/venv-oip/", "requirements-oip.txt")
+"""The Open Inference Protocol server's layer over /opt/venv (RUNTIME=oip): its own venv, from its
+own requirements file (requirements-oip.txt says why), in the CPU image."""
+
+
+def test_cpu_image_carries_the_oip_server_as_a_layer_over_the_serving_venv():
+    text = re.sub(r"\\\n", " ", DOCKERFILES["cpu"].read_text())
+    assert re.search(r"echo /opt/venv/lib/python3\.11/site-packages > /opt/venv-oip/\S+\.pth", text)
+    assert "COPY --from=venv-oip /opt/venv-oip /opt/venv-oip" in text
+    assert "oip/" in copy_sources("cpu")
+    entrypoint = (ROOT / "docker/entrypoint.sh").read_text()
+    assert "${OIP_PYTHON:-/opt/venv-oip/bin/python} -m oip" in entrypoint.replace('"', "")
+    assert 'RUNTIME="${RUNTIME:-torchserve}"' in entrypoint  # TorchServe stays the default
 
 
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])

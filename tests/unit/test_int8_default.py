@@ -8,7 +8,7 @@ import pytest
 from handlers.errors import ArchiveError
 from handlers.runtime import resolve_runtime
 from handlers.sentiment.predict import SentimentPredictor
-from handlers.sentiment.settings import SentimentServing
+from handlers.sentiment.settings import SentimentSettings
 from training.sentiment.quantize import INT8_FILE
 
 TEXT = "The plot wanders, but the two leads are wonderful and the ending is earned."
@@ -24,7 +24,7 @@ NEIGHBOURS = [
 
 
 def test_the_default_runtime_is_auto():
-    assert SentimentServing().runtime == "auto"
+    assert SentimentSettings().runtime == "auto"
 
 
 VNNI = {"avx2", "fma", "avx512f", "avx512_vnni"}

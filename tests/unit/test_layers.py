@@ -10,6 +10,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from handlers import registry
+
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
@@ -25,7 +27,7 @@ def test_the_repository_keeps_every_layering_contract():
     assert out.returncode == 0, out.stdout + out.stderr
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     names = [c["name"] for c in contracts["contracts"]]
-    assert len(names) == 2 and all(f"{n} KEPT" in out.stdout for n in names), out.stdout
+    assert len(names) == 3 and all(f"{n} KEPT" in out.stdout for n in names), out.stdout
 
 
 def test_the_contracts_catch_serving_code_that_imports_a_tool_or_another_model(tmp_path):
@@ -37,13 +39,15 @@ def test_the_contracts_catch_serving_code_that_imports_a_tool_or_another_model(t
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "training" / "data.py").write_text("")
-    for model in ("sentiment", "frequency", "digits"):
+    for model in (*registry.names(), "kits"):
         (tmp_path / "handlers" / model).mkdir()
         (tmp_path / "handlers" / model / "__init__.py").write_text("")
     assert lint_imports(tmp_path).returncode == 0  # the bare tree keeps them
     (tmp_path / "handlers" / "sentiment" / "samples.py").write_text("import training.data\n")
     (tmp_path / "handlers" / "digits" / "model.py").write_text("import handlers.frequency\n")
+    (tmp_path / "handlers" / "kits" / "image.py").write_text("import handlers.digits\n")
     out = lint_imports(tmp_path)
     assert out.returncode != 0
     assert "handlers.sentiment.samples -> training.data" in out.stdout, out.stdout
     assert "handlers.digits.model -> handlers.frequency" in out.stdout, out.stdout
+    assert "handlers.kits.image -> handlers.digits" in out.stdout, out.stdout

@@ -38,13 +38,13 @@ def test_adding_a_model_lists_every_samples_field():
     assert not missing, missing
 
 
-def test_adding_a_model_lists_every_cli_and_bench_field():
-    from tools.plugin import Bench, Cli
+def test_adding_a_model_lists_every_field_of_the_optional_modules():
+    from tools.plugin import Bench, Cli, Overload, Rehearsal
 
     text = (ROOT / "docs" / "adding-a-model.md").read_text()
     section = text.split("## Optional modules", 1)[1].split("\n## ", 1)[0]
-    for kind in (Cli, Bench):
-        missing = [f.name for f in dataclasses.fields(kind) if f"`{f.name}(" not in section]
+    for kind in (Cli, Bench, Rehearsal, Overload):
+        missing = [f.name for f in dataclasses.fields(kind) if f"`{f.name}" not in section]
         assert not missing, (kind.__name__, missing)
 
 
@@ -56,3 +56,22 @@ def test_every_model_declares_its_client_and_bench_parts_typed(spec):
     assert isinstance(cli, Cli) and cli.arguments is not None and cli.request is not None
     bench = spec.bench()
     assert isinstance(bench, Bench) and callable(bench.batches)
+
+
+def test_rehearsal_and_overload_parts_are_typed_declarations():
+    """The models that have them declare them typed; a module without its declaration is an
+    error, not an absent hook."""
+    import types
+
+    from tools.plugin import Overload, Rehearsal
+    from tools.registry import _declared
+
+    declared = {m.name: (m.rehearsal(), m.overload()) for m in MODELS}
+    assert isinstance(declared["frequency"][0], Rehearsal)
+    assert isinstance(declared["sentiment"][1], Overload)
+    assert all(r is None or isinstance(r, Rehearsal) for r, _ in declared.values())
+    assert all(o is None or isinstance(o, Overload) for _, o in declared.values())
+    bare = types.ModuleType("tools.x.overload")
+    bare.SMALL = {"text": "old style"}  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="OVERLOAD"):
+        _declared(bare, "OVERLOAD", Overload)

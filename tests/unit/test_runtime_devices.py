@@ -288,7 +288,7 @@ def test_the_shipped_gpu_runtime_is_one_a_cpu_training_run_produces(
 def test_the_gpu_checks_fp16_gate_is_the_servings():
     # bench/gpu_check.py reads the gate through the registry on a bare GPU machine; it had read a
     # dataclass field the settings no longer have and failed before checking anything.
-    from handlers.sentiment.settings import SentimentServing
+    from handlers.sentiment.settings import SentimentSettings
     from tools.registry import get
 
-    assert get("sentiment").samples().fp16_atol() == SentimentServing().fp16_atol == 0.05
+    assert get("sentiment").samples().fp16_atol() == SentimentSettings().fp16_atol == 0.05

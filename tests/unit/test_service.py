@@ -172,8 +172,9 @@ def test_the_pyfunc_refuses_an_over_budget_row_as_the_server_does(toy_dir, tmp_p
     config = SERVE_CONFIG | {"max_batch_tokens": 12}
     (staged / "model-config.yaml").write_text(yaml.safe_dump({"batchSize": 8, "handler": config}))
 
-    class MLflowContext:
+    class MLflowContext:  # mlflow.pyfunc.PythonModelContext's two attributes
         artifacts = {"model_dir": str(staged)}
+        model_config: dict = {}
 
     pyfunc = ServedModel()
     pyfunc.load_context(MLflowContext())
@@ -207,8 +208,9 @@ def test_the_pyfunc_batches_rows_as_torchserve_forms_batches(toy_dir, tmp_path):
     config = SERVE_CONFIG | {"max_batch_tokens": 12}
     (staged / "model-config.yaml").write_text(yaml.safe_dump({"batchSize": 1, "handler": config}))
 
-    class MLflowContext:
+    class MLflowContext:  # mlflow.pyfunc.PythonModelContext's two attributes
         artifacts = {"model_dir": str(staged)}
+        model_config: dict = {}
 
     pyfunc = ServedModel()
     pyfunc.load_context(MLflowContext())

@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from handlers import budget
 from handlers.errors import (
     ArchiveError,
     BadEncoding,
@@ -25,10 +26,11 @@ from handlers.kits.tabular import (
     Attributor,
     Schema,
     answered,
+    explanation_budget,
     log_odds,
     read_records,
-    within_explanations,
-    within_records,
+    records_budget,
+    rows_of,
 )  # fmt: skip
 from handlers.service import Request
 
@@ -221,7 +223,8 @@ def test_a_refusal_is_a_request_error_never_another_exception(schema):
 
 def test_a_batch_past_its_record_budget_refuses_the_rest_before_running(schema):
     three = read_records(json_request({"records": [GOOD] * 3}), schema, 16)
-    admitted, rows = within_records([three, three, three], 7)
+    admitted = budget.apply([three, three, three], [records_budget(7)])
+    rows = rows_of(admitted)
     assert admitted[:2] == [three, three] and isinstance(admitted[2], Overloaded)
     assert len(rows) == 6  # one runtime call for what was admitted
     answers = answered(admitted, [{"i": i} for i in range(6)])
@@ -231,6 +234,7 @@ def test_a_batch_past_its_record_budget_refuses_the_rest_before_running(schema):
 
 def test_explanations_are_priced_in_record_passes_before_they_run(schema):
     three = read_records(json_request({"records": [GOOD] * 3}), schema, 16)
-    assert all(isinstance(r, TooLarge) for r in within_explanations([three], 5, 14, 100))
-    out = within_explanations([three, three], 5, 15, 20)
+    refused = budget.apply([three], [explanation_budget(5, 14, 100)])
+    assert all(isinstance(r, TooLarge) for r in refused)
+    out = budget.apply([three, three], [explanation_budget(5, 15, 20)])
     assert out[0] is three and isinstance(out[1], Overloaded)

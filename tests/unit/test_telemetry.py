@@ -195,9 +195,11 @@ def sentiment_answer(label: str, entropy: float, truncated: bool = False) -> dic
 def service_with(model_cls, tel):
     """The lifecycle over a model whose predictor is never called (replies and reports only)."""
     from handlers.service import ModelService
+    from handlers.settings import ServingSettings
 
     model = model_cls.__new__(model_cls)
     model.name = "m"
+    model.settings = ServingSettings()  # every model has settings; the defaults do here
     return ModelService(model, tel)
 
 

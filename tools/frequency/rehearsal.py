@@ -1,6 +1,6 @@
 """Frequency streams through the balancer while the rehearsal's events happen: this model's
-rehearsal hook (`make rehearse`, rehearsal/__main__.py; tools/registry.py): start(), PATH,
-summarise(), problems(), report().
+rehearsal hook (`make rehearse`, rehearsal/__main__.py): `REHEARSAL`, a typed
+tools.plugin.Rehearsal of start(), PATH, summarise(), problems(), report().
 
 The stateless stream protocol (handlers/frequency/state.py, docs/clients.md): the first chunk
 starts a stream (JSON `"stream": true` with `sample_rate` and `frequencies`, or `X-Stream: start`
@@ -27,6 +27,7 @@ import requests
 
 from handlers.frequency import codec
 from tools.frequency.client import Extraction
+from tools.plugin import Rehearsal
 
 PATH = "/predictions/frequency"
 RESEND = {None, 502, 503, 504}
@@ -275,3 +276,6 @@ def report(s: dict) -> list[str]:
     if s["errors"]:
         lines += ["", "Failed attempts: " + "; ".join(s["errors"])]
     return lines + [""]
+
+
+REHEARSAL = Rehearsal(path=PATH, start=start, summarise=summarise, problems=problems, report=report)

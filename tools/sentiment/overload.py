@@ -1,12 +1,14 @@
-"""This model's overload case (`python -m reliability.overload`, loadtests/overload.py; the hooks
-tools/registry.py describes): a full-size encoder, what its settings were before the work was
-bounded, and the short and the largest valid request of the mixed load.
+"""This model's overload case (`python -m reliability.overload`, loadtests/overload.py):
+`OVERLOAD`, a typed tools.plugin.Overload: a full-size encoder, what its settings were before the
+work was bounded, and the short and the largest valid request of the mixed load.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+
+from tools.plugin import Overload
 
 BEFORE = {
     "jobQueueSize": 100,
@@ -46,3 +48,12 @@ def full_size_artifacts(out: Path) -> Path:
     )
     run(out, cfg)
     return out
+
+
+OVERLOAD = Overload(
+    before=BEFORE,
+    settings_shown=SETTINGS_SHOWN,
+    small=SMALL,
+    large=large,
+    full_size_artifacts=full_size_artifacts,
+)

@@ -94,9 +94,9 @@ def bench_feed(n: int, seed: int = 0, **_) -> list[dict]:
 
 def fp16_atol() -> float:
     """The serving fp16 gate (|diff| against fp32) bench/gpu_check.py checks a GPU run against."""
-    from handlers.sentiment.settings import SentimentServing
+    from handlers.sentiment.settings import SentimentSettings
 
-    return float(SentimentServing().fp16_atol)
+    return float(SentimentSettings().fp16_atol)
 
 
 SAMPLES = Samples(

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from handlers.kits.tabular import Schema
-from handlers.tabular.settings import TabularExport, TabularServing
+from handlers.tabular.settings import TabularExport, TabularSettings
 from handlers.uncertainty import classify_with_uncertainty, softmax
 from training.common.calibration import (
     auroc,
@@ -63,7 +63,7 @@ def evaluate(model, splits: dict[str, Split], export: TabularExport) -> tuple[di
     """Accuracy and calibration per split; the served uncertainty (head.npz's fixed masks) on the
     test records against the same records far outside the training ranges."""
     schema, temperature = export.schema, export.temperature
-    serving = TabularServing()
+    serving = TabularSettings()
     head = mlp_head(model)
     masks = head.masks(serving.mc_samples, serving.seed)
     metrics: dict = {}

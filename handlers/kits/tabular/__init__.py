@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from handlers import codec
-from handlers.budget import within_budget
+from handlers.budget import Budget
 from handlers.codec import Reply
 from handlers.errors import ArchiveError, BadEncoding, BadField, EmptyInput, TooLarge, echo
-from handlers.explain import JsonExplanation, bounded
+from handlers.explain import JsonExplanation
 
 if TYPE_CHECKING:
     from handlers.service import Request
@@ -135,12 +135,15 @@ class Answers:
         return Reply(json.dumps(list(self.rows) if self.many else self.rows[0]), JSON, {})
 
 
-def within_records(parsed: Sequence[Any], budget: int) -> tuple[list[Any], list[dict[str, Any]]]:
-    """The batch with the requests past its `budget` of records refused (503 + Retry-After,
-    handlers/budget.py), and the admitted records, in order, for one runtime call."""
-    costs = [r.cost if isinstance(r, Records) else None for r in parsed]
-    admitted = within_budget(parsed, costs, budget, "records")
-    return admitted, [row for r in admitted if isinstance(r, Records) for row in r.rows]
+def records_budget(budget: int) -> Budget:
+    """A batch's records (the lifecycle applies it before `inference`): past `budget` a request
+    gets 503 + Retry-After (handlers/budget.py)."""
+    return Budget(budget, "records", lambda r: r.cost if isinstance(r, Records) else None)
+
+
+def rows_of(admitted: Sequence[Any]) -> list[dict[str, Any]]:
+    """The admitted requests' records, in order, for one runtime call."""
+    return [row for r in admitted if isinstance(r, Records) for row in r.rows]
 
 
 def answered(admitted: Sequence[Any], rows: Iterable[dict]) -> list[Any]:
@@ -152,11 +155,13 @@ def answered(admitted: Sequence[Any], rows: Iterable[dict]) -> list[Any]:
     ]
 
 
-def within_explanations(parsed: Sequence[Any], passes: int, limit: int, budget: int) -> list[Any]:
-    """Explanation requests priced at records x `passes` (Attributor.passes) before any runs: past
-    `limit` 400 too_large, past the batch's `budget` 503 (handlers/explain.py)."""
-    costs = [len(r.rows) * passes if isinstance(r, Records) else None for r in parsed]
-    return bounded(parsed, costs, limit, budget, "record-passes")
+def explanation_budget(passes: int, limit: int, budget: int) -> Budget:
+    """Explanations priced at records x `passes` (Attributor.passes) before any runs: past `limit`
+    400 too_large, past the batch's `budget` 503 (applied by the lifecycle)."""
+    return Budget(
+        budget, "record-passes", lambda r: len(r.rows) * passes if isinstance(r, Records) else None,
+        limit,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,239 @@
+"""The image kit's classifier: image requests → typed classifications → response bodies. Plain: no
+TorchServe, used by the handler and, unchanged, in-process by tests and tools.
+
+The network is whatever the export is: the graph's input name, shape, layout, channels,
+normalisation and classes come from the manifest (settings.py), so a ResNet-shaped export at another
+input size serves through this class unchanged. Every image of a batch goes through one runtime
+call; the batch's work is bounded in images and decoded bytes (the kit's model's `budgets`).
+
+Uncertainty as sentiment's: the graph answers (logits, features); the export's dropout → linear
+head (head.npz) is sampled over the features with dropout masks drawn once at load (mc_samples,
+seed), so an image's entropy, mutual information and std do not depend on its batch neighbours.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from handlers.codec import Reply
+from handlers.errors import ArchiveError, RequestError
+from handlers.kits.image.decode import ImageRequest, PendingImages, decode_request, read_request
+from handlers.kits.image.reading import POLARITIES, read_batch
+from handlers.kits.image.settings import ImageSettings
+from handlers.predictor import Predictor
+from handlers.runtime import Runtime, core_slots, load_runtime
+from handlers.service import Request
+from handlers.uncertainty import MLPHead, classify_with_uncertainty
+
+UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
+"""The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
+
+
+@dataclass(frozen=True)
+class Classification:
+    """One image's answer."""
+
+    label: str
+    probabilities: dict[str, float]
+    """Calibrated softmax(logits / T), keyed by label."""
+    entropy: float
+    """Entropy of `probabilities` (nats): 0 when sure, log(classes) when it cannot tell."""
+    mutual_information: float = 0.0
+    """BALD over the MC-dropout samples of the head (nats): how much the thinned heads disagree."""
+    std: float = 0.0
+    """Standard deviation over the samples of the predicted label's probability."""
+    samples: int = 0
+    """MC-dropout samples behind mutual_information and std."""
+    polarity: str = POLARITIES[0]
+    """How the image was read (handlers/kits/image/reading.py): "bright_on_dark" (the dataset's
+    convention) or "dark_on_light" (a light border: inverted before the network)."""
+
+    def uncertainty(self) -> dict[str, float | int]:
+        return {
+            "entropy": self.entropy,
+            "mutual_information": self.mutual_information,
+            "std": self.std,
+            "samples": self.samples,
+        }
+
+
+@dataclass(frozen=True)
+class ImageAnswer:
+    """The answer to one request: one classification per image sent."""
+
+    predictions: tuple[Classification, ...]
+    many: bool
+    """The request sent {"images": [...]}: the body is a list."""
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    z = np.asarray(logits, np.float64) / temperature
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class ImagePredictor(Predictor[ImageSettings]):
+    """A model of the kit names itself (`model`) and its `parse_settings` in a subclass."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        settings: ImageSettings,
+        device: str = "cpu",
+        name: str | None = None,
+    ):
+        super().__init__(model_dir, settings, device, name)
+        export = settings.export
+        self.model_info = self.model_info | {"arch": export.arch}
+        self.runtime: Runtime = load_runtime(
+            settings.runtime,
+            model_dir,
+            (export.input_name,),
+            (export.output_name, export.features_name),
+            device,
+            settings.threads,
+            spinning=settings.intra_op_spinning,
+            slots=core_slots(model_dir, settings.threads, settings.share_cores),
+        )
+        head_path = Path(model_dir) / export.head
+        if not head_path.is_file():
+            raise ArchiveError(f"the archive has no {export.head} (the uncertainty head)")
+        self.head = MLPHead.load(head_path)
+        if self.head.weights[-1].shape[0] != len(export.classes):
+            raise ArchiveError(
+                f"{export.head} has {self.head.weights[-1].shape[0]} outputs for "
+                f"{len(export.classes)} classes"
+            )
+        # Drawn once: every image sees the same thinned heads, whatever it is batched with.
+        self.masks = self.head.masks(settings.mc_samples, settings.seed)
+        self._self_check()
+
+    def _self_check(self) -> None:
+        """A manifest that does not describe its graph (shape, layout, classes) fails the load."""
+        native = self.settings.export.native_size
+        probe: list[np.ndarray] = [
+            np.zeros(native, np.float32),
+            np.linspace(0, 1, native[0] * native[1], dtype=np.float32).reshape(native),
+        ]
+        try:
+            logits, features = self._forward(probe)
+        except Exception as e:
+            raise ArchiveError(f"the graph does not take the manifest's input: {e}") from e
+        classes = len(self.settings.export.classes)
+        if logits.shape != (2, classes) or not np.isfinite(logits).all():
+            raise ArchiveError(
+                f"the graph answers {logits.shape} for 2 images, not (2, {classes}) finite logits"
+            )
+        # A head.npz that does not belong to this export would give plausible-looking nonsense.
+        try:
+            diff = float(np.max(np.abs(self.head.forward(features) - logits)))
+        except ValueError as e:
+            raise ArchiveError(f"the head does not take the graph's features: {e}") from e
+        if not diff <= self.settings.self_check_atol:
+            raise ArchiveError(
+                f"{self.settings.export.head} does not reproduce the graph's logits "
+                f"(max |diff| {diff:.3g})"
+            )
+
+    def _forward(self, greys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        return self._read_and_forward(greys)[:2]
+
+    def _read_and_forward(
+        self, greys: list[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(logits, features, the polarity read from each image)."""
+        export = self.settings.export
+        batch, polarities = read_batch(greys, export)
+        out = self.runtime.run({export.input_name: batch})
+        return out[export.output_name], out[export.features_name], polarities
+
+    # The request's side.
+    def decode(self, request: Request) -> ImageRequest:
+        """Read and decode at once, each image at its own size (tools; the server reads, admits,
+        then decodes: `read`, `decoded`)."""
+        return decode_request(request, self.settings)
+
+    def read(self, request: Request) -> PendingImages:
+        """The request's images read from their headers, checked and priced: nothing decoded."""
+        return read_request(request, self.settings)
+
+    def decoded(self, parsed: list[Any]) -> list[Any]:
+        """Read requests the batch's budgets admitted (the decoding guard among them,
+        `max_batch_decoded_bytes`), decoded one image at a time, each shrunk at once to the size
+        the reading works at (pixels.working_factor). A file found truncated or corrupt while
+        decoding is that request's 400 alone."""
+        out: list[Any] = []
+        for r in parsed:
+            try:
+                out.append(
+                    r.decode(self.settings, shrink=True) if isinstance(r, PendingImages) else r
+                )
+            except RequestError as err:
+                out.append(err)
+        return out
+
+    def classify(self, greys: list[np.ndarray]) -> list[Classification]:
+        """Grey images ((H, W) in [0, 1], any size the codec accepts) → one answer each."""
+        if not greys:
+            return []
+        export = self.settings.export
+        _, features, polarities = self._read_and_forward(greys)
+        u = classify_with_uncertainty(features, self.head, self.masks, export.temperature)
+        return [
+            Classification(
+                export.classes[int(np.argmax(p))],
+                {label: float(v) for label, v in zip(export.classes, p, strict=True)},
+                float(u.entropy[i]),
+                float(u.mutual_information[i]),
+                float(u.std[i]),
+                u.samples,
+                polarities[i],
+            )
+            for i, p in enumerate(u.probabilities)
+        ]
+
+    def predict(self, parsed: list[Any]) -> list[ImageAnswer | RequestError]:
+        """The batch's admitted requests (read `PendingImages` or decoded `ImageRequest`s,
+        RequestErrors among them) → one answer or error each, in order (the budgets were applied
+        before: the model's `budgets`)."""
+        admitted = self.decoded(parsed)
+        run = [r for r in admitted if isinstance(r, ImageRequest)]
+        answers = iter(self.classify([g for r in run for g in r.images]))
+        return [
+            ImageAnswer(tuple(next(answers) for _ in r.images), r.many)
+            if isinstance(r, ImageRequest)
+            else r
+            for r in admitted
+        ]
+
+    # The answer's side: the one place an answer is serialised.
+    def body(self, answer: ImageAnswer) -> dict | list[dict]:
+        rows = [
+            {
+                "label": c.label,
+                "probabilities": c.probabilities,
+                "uncertainty": c.uncertainty(),
+                "polarity": c.polarity,
+                "model": dict(self.model_info),
+            }
+            for c in answer.predictions
+        ]
+        return rows if answer.many else rows[0]
+
+    def reply(self, answer: ImageAnswer) -> Reply:
+        return Reply(json.dumps(self.body(answer)), "application/json", {})
+
+    @staticmethod
+    def report(answers: list[ImageAnswer], telemetry: Any) -> None:
+        """Predicted labels and each answer's uncertainty scores, for the operator
+        (handlers/telemetry.py)."""
+        predictions = [c for a in answers for c in a.predictions]
+        telemetry.predictions(c.label for c in predictions)
+        for measure in UNCERTAINTY_SCORES:
+            telemetry.uncertainty(measure, [getattr(c, measure) for c in predictions])

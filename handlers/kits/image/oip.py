@@ -1,0 +1,59 @@
+"""The image kit's tensor contract (handlers/tensors.py; served by oip/): encoded images (PNG, JPEG, WebP)
+as the elements of the BYTES input `image`, or grey grids in [0, pixel_max] as the FP32 or UINT8
+input `grid` (images x rows x columns); a request sends one of the two. The answer has one row
+per image, in order."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from handlers.codec import Reply
+from handlers.errors import BadField
+from handlers.kits.image.settings import ImageSettings
+from handlers.tensors import (
+    Native,
+    Output,
+    Tensor,
+    answer_rows,
+    classification_answer,
+    classification_outputs,
+    json_body,
+)
+
+
+def inputs(settings: ImageSettings) -> tuple[Tensor, ...]:
+    return (
+        Tensor("image", "BYTES", (-1,), optional=True),
+        Tensor("grid", "FP32", (-1, -1, -1), accepts=("UINT8",), optional=True),
+    )
+
+
+def outputs(settings: ImageSettings) -> tuple[Tensor, ...]:
+    return (*classification_outputs(settings.export.classes), Tensor("polarity", "BYTES", (-1,)))
+
+
+def native(
+    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: ImageSettings
+) -> Native:
+    """The images as the {"images": [...]} body a JSON client sends: base64 for encoded images,
+    rows of numbers for grids (the model's own checks and limits apply)."""
+    if ("image" in tensors) == ("grid" in tensors):
+        raise BadField('send one input: "image" (encoded images) or "grid" (grey grids)')
+    if "image" in tensors:
+        images: list[Any] = [
+            base64.b64encode(bytes(item)).decode("ascii") for item in tensors["image"].reshape(-1)
+        ]
+    else:
+        images = tensors["grid"].tolist()
+    return Native(json_body({"images": images}), {"Content-Type": "application/json"})
+
+
+def answer(reply: Reply, settings: ImageSettings) -> list[Output]:
+    rows = answer_rows(reply.body)
+    return [
+        *classification_answer(rows, settings.export.classes),
+        Output("polarity", "BYTES", np.array([r["polarity"].encode() for r in rows], dtype=object)),
+    ]

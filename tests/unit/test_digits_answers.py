@@ -1,0 +1,63 @@
+"""digits answers as it did before the image kit, to the bit: every answer and refusal of
+tests/support/digits_answers.py's requests (the held-out 297 digits, uploads of every served
+format, mode and polarity, grids, explanations, budget refusals, bad inputs) from this checkout's
+handlers/ equals that of handlers/ at BEFORE, read from git history, over the same tiny export and
+runtime."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+from tests.support import digits_answers
+
+ROOT = Path(__file__).resolve().parents[2]
+BEFORE = "709d0d27bac3dfde5deeacfcb3dc0c111eff2e85"
+"""main before the settings base and the image kit: the digits code they were checked against."""
+
+
+def answers_at(commit: str, artifacts: Path, tmp: Path) -> list[list[dict]]:
+    """The answers of handlers/ as of `commit`, in a process that imports only that code."""
+    archive = subprocess.run(
+        ["git", "archive", commit, "handlers"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    code = tmp / "code"
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(code, filter="data")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(code)}
+    out = tmp / "answers.json"
+    script = Path(digits_answers.__file__)
+    subprocess.run(
+        [sys.executable, str(script), str(artifacts), str(out)], env=env, cwd=tmp, check=True
+    )
+    return json.loads(out.read_text())
+
+
+def test_digits_answers_and_refusals_are_those_before_the_kit(digits_artifacts, tmp_path):
+    before = answers_at(BEFORE, digits_artifacts, tmp_path)
+    now = digits_answers.answers(digits_artifacts)
+    assert len(now) == len(before)
+    for n, (a, b) in enumerate(zip(now, before, strict=True)):
+        assert a == b, f"batch {n} differs"
+    # The set covers what it says: every held-out digit answered, both polarities read, and
+    # refusals of each kind the codec and the budgets give.
+    results = [r for batch in now for r in batch]
+    replies = [json.loads(base64.b64decode(r["reply"])) for r in results if "reply" in r]
+    rows = [row for reply in replies for row in (reply if isinstance(reply, list) else [reply])]
+    assert sum("label" in row for row in rows) >= 297 + 30
+    assert {row["polarity"] for row in rows if "polarity" in row} == {
+        "bright_on_dark",
+        "dark_on_light",
+    }
+    assert sum("attributions" in row for row in rows) >= 4
+    kinds = Counter((r["status"], r["kind"]) for r in results if "error" in r)
+    for kind in ("bad_field", "bad_encoding", "too_large", "unsupported_media_type", "empty_input"):
+        assert any(k == kind for _, k in kinds), (kind, kinds)
+    assert kinds[(503, "overloaded")] >= 2, kinds  # the image budget and the decoding guard
