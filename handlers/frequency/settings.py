@@ -66,7 +66,10 @@ class FrequencyExport:
     `to_block()`; serving reads it with `from_block`, so each key is named here and nowhere else."""
 
     window: int
-    """Samples per window; the length the sequence graph was trained on."""
+    """Samples per window (a multiple of `block`); each is read forward and backward."""
+    block: int
+    """Samples per LSTM step: the lock-in products are averaged over blocks of this many
+    (handlers/frequency/lockin.py)."""
     sample_rate: int
     """The only sample rate served (the model learnt frequencies in samples, not seconds)."""
     frequencies: tuple[float, ...]
@@ -88,6 +91,7 @@ class FrequencyExport:
     def to_block(self) -> dict[str, Any]:
         return {
             "window": self.window,
+            "block": self.block,
             "sample_rate": self.sample_rate,
             "frequencies": list(self.frequencies),
             "hidden": self.hidden,
@@ -115,6 +119,7 @@ class FrequencyExport:
             )
         return cls(
             window=positive_int(require(block, "window", where), "manifest window"),
+            block=positive_int(require(block, "block", where), "manifest block"),
             sample_rate=positive_int(require(block, "sample_rate", where), "manifest sample_rate"),
             frequencies=tuple(float(f) for f in frequencies),
             hidden=positive_int(require(block, "hidden", where), "manifest hidden"),
@@ -197,6 +202,8 @@ class FrequencySettings:
     window: int
     hop: int
     """Samples between window starts; hop < window gives the overlap the taper blends."""
+    block: int
+    """Samples per LSTM step."""
     sample_rate: int
     frequencies: tuple[float, ...]
     max_samples: int
@@ -231,10 +238,15 @@ def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
     hop = serving.hop or export.window // 2
     if not hop <= export.window:
         raise ArchiveError(f"hop must be in (0, window={export.window}], not {hop}")
+    if export.window % export.block:
+        raise ArchiveError(
+            f"manifest window {export.window} is not a multiple of its block {export.block}"
+        )
     return FrequencySettings(
         runtime=serving.runtime,
         window=export.window,
         hop=hop,
+        block=export.block,
         sample_rate=export.sample_rate,
         frequencies=export.frequencies,
         max_samples=serving.max_samples,
