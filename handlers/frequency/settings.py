@@ -66,7 +66,10 @@ class FrequencyExport:
     `to_block()`; serving reads it with `from_block`, so each key is named here and nowhere else."""
 
     window: int
-    """Samples per window; the length the sequence graph was trained on."""
+    """Samples per window (a multiple of `block`); each is read forward and backward."""
+    block: int
+    """Samples per LSTM step: the lock-in products are averaged over blocks of this many
+    (handlers/frequency/lockin.py)."""
     sample_rate: int
     """The only sample rate served (the model learnt frequencies in samples, not seconds)."""
     frequencies: tuple[float, ...]
@@ -88,6 +91,7 @@ class FrequencyExport:
     def to_block(self) -> dict[str, Any]:
         return {
             "window": self.window,
+            "block": self.block,
             "sample_rate": self.sample_rate,
             "frequencies": list(self.frequencies),
             "hidden": self.hidden,
@@ -115,6 +119,7 @@ class FrequencyExport:
             )
         return cls(
             window=positive_int(require(block, "window", where), "manifest window"),
+            block=positive_int(require(block, "block", where), "manifest block"),
             sample_rate=positive_int(require(block, "sample_rate", where), "manifest sample_rate"),
             frequencies=tuple(float(f) for f in frequencies),
             hidden=positive_int(require(block, "hidden", where), "manifest hidden"),
@@ -191,6 +196,11 @@ class FrequencySettings(ServingSettings):
         return self.hop_setting or self.export.window // 2
 
     @property
+    def block(self) -> int:
+        """Samples per LSTM step."""
+        return self.export.block
+
+    @property
     def sample_rate(self) -> int:
         return self.export.sample_rate
 
@@ -236,5 +246,9 @@ def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
     settings = settings.bind(export, manifest_version(manifest))
     if not settings.hop <= export.window:
         raise ArchiveError(f"hop must be in (0, window={export.window}], not {settings.hop}")
+    if export.window % export.block:
+        raise ArchiveError(
+            f"manifest window {export.window} is not a multiple of its block {export.block}"
+        )
     settings.sequence, settings.step  # noqa: B018  (a runtime with no file in the export fails here)
     return settings

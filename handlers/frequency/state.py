@@ -4,9 +4,14 @@ No worker keeps anything between requests: the answer to a chunk carries the sta
 the next chunk brings it back to any worker of any replica. The token is URL-safe base64 (it also
 travels in the `X-Stream-State` header, so it must be ASCII) of:
 
-    magic "FQS1" | key id (8) | version length (1) | model version (utf-8)
-    | layers (1) | hidden (2) | F (1) | samples seen (8) | selectors (F)
-    | h, c: float32 little-endian (layers, F, hidden) each | HMAC-SHA256 tag (16)
+    magic "FQS2" | key id (8) | version length (1) | model version (utf-8)
+    | layers (1) | hidden (2) | F (1) | samples seen (8) | energy (float64) | selectors (F)
+    | h, c: float32 little-endian (layers, F, hidden) each | block sums: float32 (F, 2)
+    | HMAC-SHA256 tag (16)
+
+`energy` (the sum of the squares of the samples seen: the running scale) and the block sums (the
+lock-in products of the block in progress) are what handlers/frequency/lockin.py carries besides
+the LSTM's state.
 
 Checked before use, cheapest first: undecodable, wrong size or non-finite → 400; signed with another
 key (a rotated Secret, another deployment) or made by another model version (a rolling update
@@ -44,9 +49,9 @@ MAX_KEY_BYTES = 4096
 MAX_SAMPLES_SEEN = 2**53
 """A stream longer than this (285,000 years at 1 kHz) is a forged state, not a client's stream."""
 
-MAGIC = b"FQS1"
+MAGIC = b"FQS2"
 _HEAD = struct.Struct("<4s8sB")  # magic, key id, version length
-_SHAPE = struct.Struct("<BHBQ")  # layers, hidden, number of frequencies, samples seen
+_SHAPE = struct.Struct("<BHBQd")  # layers, hidden, number of frequencies, samples seen, energy
 TAG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits (RFC 2104 section 5 allows >= half the hash)
 
 
@@ -60,6 +65,14 @@ class StreamState:
     selectors: tuple[int, ...]
     """Index of each frequency in the served list."""
     samples_seen: int = 0
+    energy: float = 0.0
+    """Sum of the squares of the samples seen (the running scale continues from it)."""
+    acc: np.ndarray | None = None
+    """(F, 2) float32 lock-in sums of the block in progress (None: zeros)."""
+
+    def __post_init__(self) -> None:
+        if self.acc is None:
+            object.__setattr__(self, "acc", np.zeros((len(self.selectors), 2), dtype=np.float32))
 
 
 def load_key(env: Mapping[str, str] | None = None) -> bytes:
@@ -153,10 +166,11 @@ class StateCodec:
             [
                 _HEAD.pack(MAGIC, self.key_id, len(self._version)),
                 self._version,
-                _SHAPE.pack(self.layers, self.hidden, f, state.samples_seen),
+                _SHAPE.pack(self.layers, self.hidden, f, state.samples_seen, state.energy),
                 bytes(state.selectors),
                 np.ascontiguousarray(state.h, dtype="<f4").tobytes(),
                 np.ascontiguousarray(state.c, dtype="<f4").tobytes(),
+                np.ascontiguousarray(state.acc, dtype="<f4").tobytes(),
             ]
         )
         return base64.urlsafe_b64encode(message + self._tag(message)).decode("ascii")
@@ -177,7 +191,7 @@ class StateCodec:
         at = _HEAD.size + vlen
         if len(raw) < at + _SHAPE.size:
             raise BadState("the stream state has the wrong size")
-        layers, hidden, f, seen = _SHAPE.unpack_from(raw, at)
+        layers, hidden, f, seen, energy = _SHAPE.unpack_from(raw, at)
         if len(raw) != _token_bytes(vlen, f, layers, hidden):
             raise BadState("the stream state has the wrong size")
         message, tag = raw[:-TAG_BYTES], raw[-TAG_BYTES:]
@@ -195,16 +209,22 @@ class StateCodec:
             raise BadState("the stream state has the wrong size for this model")
         if seen > MAX_SAMPLES_SEEN:
             raise BadState("the stream state's sample count is out of range")
+        if not (np.isfinite(energy) and energy >= 0.0):
+            raise BadState("the stream state's energy is out of range")
         at += _SHAPE.size
         selectors = tuple(raw[at : at + f])
         if not f or len(set(selectors)) != f or max(selectors) >= self.num_frequencies:
             raise BadState("the stream state names frequencies this model does not serve")
         n = layers * f * hidden
-        arrays = np.frombuffer(raw, dtype="<f4", count=2 * n, offset=at + f)
+        arrays = np.frombuffer(raw, dtype="<f4", count=2 * n + 2 * f, offset=at + f)
         if not np.isfinite(arrays).all():
             raise BadState("the stream state contains NaN or infinite values")
-        h, c = (a.reshape(layers, f, hidden).astype(np.float32) for a in (arrays[:n], arrays[n:]))
-        return StreamState(h, c, tuple(frequencies[s] for s in selectors), selectors, seen)
+        h, c = (
+            a.reshape(layers, f, hidden).astype(np.float32) for a in (arrays[:n], arrays[n : 2 * n])
+        )
+        acc = arrays[2 * n :].reshape(f, 2).astype(np.float32)
+        return StreamState(h, c, tuple(frequencies[s] for s in selectors), selectors, seen,
+                           float(energy), acc)  # fmt: skip
 
     def _bytes(self, token: object) -> bytes:
         if not isinstance(token, str):
@@ -218,4 +238,5 @@ class StateCodec:
 
 
 def _token_bytes(version_len: int, f: int, layers: int, hidden: int) -> int:
-    return _HEAD.size + version_len + _SHAPE.size + f + 4 * 2 * layers * f * hidden + TAG_BYTES
+    return (_HEAD.size + version_len + _SHAPE.size + f + 4 * 2 * layers * f * hidden + 4 * 2 * f
+            + TAG_BYTES)  # fmt: skip

@@ -18,7 +18,7 @@ from handlers.frequency.model import FrequencyModel
 from handlers.frequency.settings import parse_settings
 
 EXPORT = {
-    "window": 50, "sample_rate": 1000, "frequencies": [1.0, 3.0, 5.0, 7.0], "hidden": 8, "layers": 1,
+    "window": 50, "block": 10, "sample_rate": 1000, "frequencies": [1.0, 3.0, 5.0, 7.0], "hidden": 8, "layers": 1,
     "sequence": {"inputs": ["signal"], "outputs": ["output", "features"]},
     "step": {"inputs": ["signal", "h0", "c0"], "outputs": ["output", "features", "hn", "cn"],
              "files": {"onnx": "step.onnx", "torchscript": "step.pt"}},

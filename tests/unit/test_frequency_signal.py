@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from handlers.frequency.engine import model_inputs
+from handlers.frequency.family import TRAINING, draw_parts
+from handlers.frequency.lockin import Carried, block_features, reference, stream_chunk
 from training.frequency.config import SignalSpec
-from training.frequency.data import make_signal, sample_windows
+from training.frequency.data import draw_many, make_signal, rows
 
 SPEC = SignalSpec(duration_s=10.0)
 
@@ -51,18 +52,47 @@ def test_seeds_reproduce_and_differ():
     np.testing.assert_array_equal(a.targets, c.targets)  # targets are noise-free
 
 
-def test_inputs_carry_sample_and_one_hot_selector():
-    x = model_inputs(np.array([0.5, -0.25], dtype=np.float32), 2, 4)
-    assert x.shape == (2, 5)
-    np.testing.assert_array_equal(x[:, 0], [0.5, -0.25])
-    np.testing.assert_array_equal(x[:, 1:], [[0, 0, 1, 0], [0, 0, 1, 0]])
+def test_block_features_read_a_components_iq_against_the_reference():
+    """x = I sin + Q cos of the selected frequency: twice the block means of x sin and x cos,
+    averaged over whole periods, are I and Q; the one-hot selector follows."""
+    n, block, i_, q_ = 2000, 20, 0.7, -1.3
+    sin, cos = reference(3.0, np.arange(n), 1000)
+    x = i_ * sin + q_ * cos
+    feats = block_features(np.stack([x * sin, x * cos], axis=-1)[None], [1], 4, block)
+    assert feats.shape == (1, n // block, 6)
+    np.testing.assert_allclose(feats[0, :, :2].mean(axis=0), [i_, q_], atol=1e-6)
+    np.testing.assert_array_equal(feats[0, :, 2:], np.tile([0, 1, 0, 0], (n // block, 1)))
 
 
-def test_sampled_windows_pair_inputs_with_the_selected_target():
-    s = make_signal(SignalSpec(duration_s=1.0), seed=0)
-    x, y = sample_windows([s], 50, 8, np.random.default_rng(0))
-    assert x.shape == (8, 50, 5) and y.shape == (8, 50)
-    for b in range(8):
-        sel = int(np.argmax(x[b, 0, 1:]))
-        start = int(np.flatnonzero(s.mixed == x[b, 0, 0])[0])
-        np.testing.assert_array_equal(y[b], s.targets[sel, start : start + 50])
+def test_training_rows_pair_inputs_with_the_selected_components_iq():
+    rng = np.random.default_rng(0)
+    drawn = draw_many(TRAINING, rng, 6, 400)
+    sel = np.array([0, 1, 2, 3, 0, 1])
+    x, y = rows(drawn, sel, (1.0, 3.0, 5.0, 7.0), 1000, 20)
+    assert x.shape == (6, 20, 6) and y.shape == (6, 20, 2)
+    for r in range(6):
+        assert int(np.argmax(x[r, 0, 2:])) == sel[r]
+        if not np.any(drawn.iq[r, sel[r]]):
+            assert not np.any(y[r])  # absent: the target is zero
+    # the truth is I sin + Q cos against the reference from the signal's first sample
+    m, comps, iq = draw_parts(np.random.default_rng(1), 500, TRAINING)
+    for f_i, hz in enumerate((1.0, 3.0, 5.0, 7.0)):
+        sin, cos = reference(hz, np.arange(500), 1000)
+        np.testing.assert_allclose(iq[f_i, 0] * sin + iq[f_i, 1] * cos, comps[f_i], atol=1e-5)
+
+
+def test_a_stream_completes_blocks_across_chunk_edges():
+    """Chunks of 7 and 33 samples give the blocks one 40-sample read gives, and the samples
+    before a block completes are answered by the block before it."""
+    x = np.random.default_rng(0).normal(size=40)
+    sel = (0, 2)
+    freqs = (1.0, 3.0, 5.0, 7.0)
+    whole, _ = stream_chunk(x, Carried(0, 0.0, np.zeros((2, 2), np.float32)), sel, freqs, 1000, 20)
+    first, prep = stream_chunk(x[:7], Carried(0, 0.0, np.zeros((2, 2), np.float32)), sel, freqs,
+                               1000, 20)  # fmt: skip
+    second, prep2 = stream_chunk(x[7:], prep[-1], sel, freqs, 1000, 20)
+    assert whole.shape == (2, 2, 6) and first.shape == (2, 0, 6) and second.shape == (2, 2, 6)
+    np.testing.assert_allclose(second, whole, atol=1e-6)
+    np.testing.assert_array_equal(prep[3], np.zeros(7))  # all held from before the chunk
+    np.testing.assert_array_equal(prep2[3], (7 + np.arange(33)) // 20)
+    assert prep2[-1].seen == 40 and np.allclose(prep2[-1].acc, 0.0, atol=1e-6)

@@ -207,38 +207,25 @@ def test_streams_batched_together_do_not_leak_state(engine):
     assert together[0][0].signal.shape == (1, 300) and together[1][1].h.shape[1] == 2
 
 
-def test_std_band_is_the_exact_dropout_std_of_a_linear_head():
-    """Every one of the 2^H dropout masks, weighted by its probability: the band is their std."""
+def test_std_band_is_the_exact_dropout_std_of_the_iq_head():
+    """Every one of the 2^H dropout masks, weighted by its probability: the band of the answer
+    I*sin + Q*cos is their std, at every phase of the reference."""
     import itertools
 
-    from handlers.frequency.engine import StdBand
-    from handlers.uncertainty import MLPHead
+    from handlers.frequency.lockin import band, band_terms
 
     rng = np.random.default_rng(0)
-    hidden, p = 6, 0.3
-    head = MLPHead((rng.standard_normal((1, hidden)).astype(np.float32),),
-                   (np.array([0.5], np.float32),), ("none",), p)  # fmt: skip
-    features = rng.standard_normal((4, 7, hidden)).astype(np.float32)
-    band = StdBand(head, head.masks(8, seed=0))
-    assert band.linear
+    hidden, p, block = 6, 0.3, 4
+    weight = rng.standard_normal((2, hidden))
+    states = rng.standard_normal((3, 5, hidden))  # (rows, blocks, H)
+    theta = rng.uniform(0, 2 * np.pi, size=(3, 5 * block))
+    sin, cos = np.sin(theta), np.cos(theta)
     kept = np.array(list(itertools.product([0.0, 1.0], repeat=hidden)))  # (2^H, H)
     prob = np.prod(np.where(kept == 1.0, 1 - p, p), axis=1)
-    samples = head.forward(features.astype(np.float64), (kept / (1 - p),))[..., 0]  # (2^H, 4, 7)
+    iq = np.einsum("rbh,mh,oh->mrbo", states, kept / (1 - p), weight)  # (2^H, rows, blocks, 2)
+    rep = np.repeat(iq, block, axis=2)
+    samples = rep[..., 0] * sin + rep[..., 1] * cos  # (2^H, rows, N)
     mean = np.tensordot(prob, samples, axes=1)
     want = np.sqrt(np.tensordot(prob, (samples - mean) ** 2, axes=1))
-    np.testing.assert_allclose(band(features), want, rtol=1e-5, atol=1e-7)
-
-
-def test_std_band_matches_many_mc_samples_of_the_exported_head(engine):
-    """The served band against 20,000 sampled masks of the real (tiny) head: the quantity the
-    samples estimate (their own sampling error is well under 3 % at that count)."""
-    from handlers.frequency.engine import StdBand
-    from handlers.uncertainty import regress_with_uncertainty
-
-    features = np.random.default_rng(0).standard_normal((3, 50, engine.head.weights[0].shape[1]))
-    features = features.astype(np.float32)
-    band = StdBand(engine.head, engine.masks)
-    assert band.linear  # the exported head: the exact path is the one served
-    many = engine.head.masks(20_000, seed=1)
-    want = regress_with_uncertainty(features, engine.head, many)[1][..., 0]
-    np.testing.assert_allclose(band(features), want, rtol=0.03)
+    got = band(band_terms(states, weight, p), sin, cos, block)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)

@@ -1,43 +1,47 @@
-"""Training batches: stream rows read consecutive windows and carry their state; fresh windows
-ramp their loss in."""
-
-import dataclasses
+"""Training batches: stream rows read consecutive windows of blocks and carry their state."""
 
 import numpy as np
 import torch
 
-from training.frequency.config import CONFIGS, SignalSpec
-from training.frequency.data import make_signal
-from training.frequency.train import Streams, loss_weights
+from handlers.frequency.family import TRAINING
+from training.frequency.config import CONFIGS
+from training.frequency.data import draw_many, stream_tables
+from training.frequency.train import Streams, train_signals
+
+FREQS = (1.0, 3.0, 5.0, 7.0)
+
+
+def tables(count=2, n=1000):
+    drawn = draw_many(TRAINING, np.random.default_rng(0), count, n)
+    return stream_tables(drawn, FREQS, 1000, 20)  # (S, F, 50, 6), (S, F, 50, 2)
 
 
 def test_stream_rows_read_consecutive_windows():
-    sig = make_signal(SignalSpec(duration_s=1.0), seed=0)
-    streams = Streams([sig], rows=3, window=50, rng=np.random.default_rng(0))
-    x1, y1, _ = streams.next()
+    x, y = tables()
+    streams = Streams(x, y, rows=3, blocks=5, rng=np.random.default_rng(0))
+    x1, _, _ = streams.next()
+    pos = streams.pos.copy()
     x2, y2, restarted = streams.next()
     for r in range(3):
-        if restarted[r]:  # this row restarted at the signal's end
+        if restarted[r]:
             continue
-        start = int(np.flatnonzero(sig.mixed == x1[r, 0, 0])[0])
-        np.testing.assert_array_equal(x2[r, :, 0], sig.mixed[start + 50 : start + 100])
-        np.testing.assert_array_equal(
-            y2[r], sig.targets[int(streams.sel[r]), start + 50 : start + 100]
-        )
-        np.testing.assert_array_equal(x2[r, :, 1:], x1[r, :, 1:])  # same frequency all along
+        w, sel = int(streams.which[r]), int(streams.sel[r])
+        np.testing.assert_array_equal(x2[r], x[w, sel, pos[r] : pos[r] + 5])
+        np.testing.assert_array_equal(y2[r], y[w, sel, pos[r] : pos[r] + 5])
+        np.testing.assert_array_equal(x2[r, :, 2:], x1[r, :, 2:])  # same frequency all along
 
 
-def test_stream_that_reaches_the_signal_end_restarts_and_says_so():
-    sig = make_signal(SignalSpec(duration_s=0.2), seed=0)  # 200 samples: 4 windows of 50 at most
-    streams = Streams([sig], rows=1, window=50, rng=np.random.default_rng(1))
+def test_stream_that_reaches_the_signal_end_restarts_at_its_start_and_says_so():
+    x, y = tables(count=1, n=200)  # 10 blocks: 2 windows of 5
+    streams = Streams(x, y, rows=1, blocks=5, rng=np.random.default_rng(1))
     seen_restart = False
-    for _ in range(6):
+    for _ in range(5):
         before = int(streams.pos[0])
         _, _, restarted = streams.next()
-        assert bool(restarted[0]) == (before + 50 > 200)
+        assert bool(restarted[0]) == (before + 5 > 10)
         if restarted[0]:
             seen_restart = True
-            assert int(streams.pos[0]) < 100  # a fresh start in the first window plus one read
+            assert int(streams.pos[0]) == 5  # read from the signal's first block
     assert seen_restart
 
 
@@ -45,8 +49,7 @@ def test_module_zeroes_the_carried_state_of_restarted_streams_only():
     from training.frequency.train import FrequencyModule
 
     cfg = CONFIGS["tiny"]
-    sig = make_signal(cfg.signal, seed=0)
-    module = FrequencyModule(cfg, [sig])
+    module = FrequencyModule(cfg, train_signals(cfg))
     module.stream_h.fill_(0.5)
     module.stream_c.fill_(0.5)
     seen = {}
@@ -56,15 +59,7 @@ def test_module_zeroes_the_carried_state_of_restarted_streams_only():
         return type(module.model).forward(module.model, x, h0, c0)
 
     module.model.forward = spy
-    module.streams.pos[0] = sig.mixed.shape[0]  # row 0 is at the end: it must restart
+    module.streams.pos[0] = module.streams.x.shape[2]  # row 0 is at the end: it must restart
     module.training_step(0, 0)
     assert torch.all(seen["h0"][:, 0] == 0)
     assert torch.all(seen["h0"][:, 1:] == 0.5)
-
-
-def test_zero_state_window_loss_ramps_in_over_the_burn_in():
-    cfg = dataclasses.replace(CONFIGS["default"], window=100, burn_in=20)
-    w = loss_weights(cfg).numpy()
-    assert w.shape == (100,) and w[0] == np.float32(1 / 20) and np.all(w[19:] == 1.0)
-    assert np.all(np.diff(w) >= 0)
-    assert np.all(loss_weights(dataclasses.replace(cfg, burn_in=1)).numpy() == 1.0)

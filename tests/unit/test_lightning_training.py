@@ -13,7 +13,8 @@ import torch
 from training.common.trainer import TrainerOptions, precision_for, resolved_accelerator
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
-from training.frequency.train import predict_stitched, train, train_signals
+from training.frequency.quality import windows_mode
+from training.frequency.train import train, train_signals
 from training.sentiment.train import PlannedBatches
 
 # Tiny, and without dropout: nothing random is drawn inside a step, so a resumed run can be
@@ -139,14 +140,15 @@ def test_attention_variant_keeps_the_plain_lstm_for_the_stateful_mode(attention_
     assert manifest["metrics"]["arch"] == "lstm-attention"
     model = _eager_model(out)
     cfg = ATTENTION
-    x = torch.zeros(2, 30, 5)
+    x = torch.zeros(2, 30, 6)  # blocks: two lock-in products, the one-hot selector
     x[..., 0] = torch.linspace(-1, 1, 30)
-    x[:, :, 2] = 1.0
+    x[..., 1] = torch.linspace(1, -1, 30)
+    x[:, :, 3] = 1.0
     h0 = torch.zeros(cfg.layers, 2, cfg.hidden)
     with torch.inference_mode():
         step_out = torch.jit.load(str(out / "step.pt"))(x, h0, h0)[0]
         lstm_features, _ = model.lstm(x, (h0, h0))
-        plain = model.out(lstm_features).squeeze(-1)
+        plain = model.out(lstm_features)
         windowed, features = torch.jit.load(str(out / "model.pt"))(x)
         mixed = model.mixer(lstm_features)
     torch.testing.assert_close(step_out, plain, atol=1e-5, rtol=0)
@@ -170,5 +172,6 @@ def test_attention_export_is_served_by_the_unchanged_engine(attention_artifacts)
     req = SignalRequest(signal.mixed, cfg.signal.sample_rate, (3.0,), (1,))
     served = engine.windows([req])[0].signal[0]
     model = _eager_model(out)
-    want, _ = predict_stitched(model, signal, cfg, 1, model.head().masks(8, seed=0))
+    want, _ = windows_mode(model, cfg, signal.mixed, (1,))
+    want = want[0]
     np.testing.assert_allclose(served, want, atol=1e-4)

@@ -49,7 +49,11 @@ def test_the_default_configs_carry_the_floors_and_the_tiny_ones_are_off():
 
     assert limits(SENTIMENT["default"]) == {"test_accuracy_imdb": 0.90, "ece_after": 0.03}
     assert limits(DIGITS["default"]) == {"test_accuracy": 0.97}
-    assert limits(FREQUENCY["default"]) == {"validation_worst_mse": 0.05}
+    assert limits(FREQUENCY["default"]) == {
+        f"{mode}_{figure}": limit
+        for mode in ("windows", "stream")
+        for figure, limit in (("median_r", 0.95), ("p10_r", 0.85), ("absent_ratio", 0.15))
+    }
     for configs in (SENTIMENT, DIGITS, FREQUENCY):
         assert set(limits(configs["tiny"]).values()) == {None}
 

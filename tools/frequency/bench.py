@@ -15,7 +15,8 @@ def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], 
     """The sequence model's runtime call and its inputs, `batch` requests at a time: decoded,
     windowed and turned into model rows beforehand, as the handler does."""
     from handlers.frequency.codec import decode_request
-    from handlers.frequency.engine import FrequencyEngine, model_inputs
+    from handlers.frequency.engine import FrequencyEngine
+    from handlers.frequency.lockin import reverse_rows, window_inputs
     from handlers.frequency.settings import parse_settings
     from handlers.frequency.windowing import split
     from handlers.service import Request
@@ -26,13 +27,20 @@ def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], 
     requests = [decode_request(Request(p), settings) for p in payloads]
     feeds = []
     for i in range(0, len(requests), batch):
-        rows, selectors = [], []
+        rows, lengths, selectors = [], [], []
         for req in requests[i : i + batch]:
-            win = split(req.signal, settings.window, settings.hop)
+            n = req.signal.shape[0]
+            win = split(req.signal.astype(np.float64), settings.window, settings.hop)
+            lens = np.minimum(settings.window, n - np.arange(win.shape[0]) * settings.hop)
             for sel in req.selectors:
                 rows.append(win)
+                lengths.append(lens)
                 selectors.extend([sel] * win.shape[0])
-        x = model_inputs(np.concatenate(rows), selectors, len(settings.frequencies))
+        # Each window forward and backward, as the engine reads it (lockin.read_windows).
+        win, lens = np.concatenate(rows), np.concatenate(lengths)
+        both = np.concatenate([win, reverse_rows(win, lens)])
+        x, _, _, _ = window_inputs(both, np.concatenate([lens, lens]), selectors + selectors,
+                                   settings.frequencies, settings.sample_rate, settings.block)  # fmt: skip
         feeds.append(({settings.sequence.inputs[0]: x}, len(requests[i : i + batch])))
     return engine.sequence.run, feeds
 

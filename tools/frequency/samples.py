@@ -60,15 +60,32 @@ def synthetic_signal(
     noise: float = 0.1,
     seed: int = 0,
 ) -> np.ndarray:
-    """A sum of sinusoids with random amplitudes and phases plus Gaussian noise, `n` samples."""
+    """A sum of sinusoids with random amplitudes (0.5-1.5) and phases plus Gaussian noise, `n`
+    samples: a signal of the served family (handlers/frequency/family.py) with every frequency
+    present. `synthetic_example` returns its components too."""
+    return synthetic_example(n, sample_rate, frequencies, noise, seed)[0]
+
+
+def synthetic_example(
+    n: int,
+    sample_rate: float = SAMPLE_RATE,
+    frequencies: tuple[float, ...] = (1.0, 3.0, 5.0, 7.0),
+    noise: float = 0.1,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`synthetic_signal` and its truth: (signal (n,) float32, components (F, n) float32)."""
     rng = np.random.default_rng(seed)
     t = np.arange(n) / sample_rate
     amps = rng.uniform(0.5, 1.5, len(frequencies))
     phases = rng.uniform(0, 2 * np.pi, len(frequencies))
-    clean = sum(
-        a * np.sin(2 * np.pi * f * t + p) for a, f, p in zip(amps, frequencies, phases, strict=True)
+    components = np.stack(
+        [
+            a * np.sin(2 * np.pi * f * t + p)
+            for a, f, p in zip(amps, frequencies, phases, strict=True)
+        ]
     )
-    return (clean + rng.normal(0, noise, n)).astype(np.float32)
+    signal = components.sum(axis=0) + rng.normal(0, noise, n)
+    return signal.astype(np.float32), components.astype(np.float32)
 
 
 def payloads(

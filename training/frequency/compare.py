@@ -1,6 +1,6 @@
-"""Compare frequency exports (e.g. lstm against lstm-attention) on the same test signal:
-MSE per frequency (per window, stitched, stateful) from their metrics.json, and the latency of the
-served path (FrequencyEngine over ONNX Runtime, in process) on one request.
+"""Compare frequency exports (e.g. lstm against lstm-attention) on the same held-out signals:
+the served-family figures of both modes from their metrics.json (training/frequency/quality.py),
+and the latency of the served path (FrequencyEngine over ONNX Runtime, in process) on one request.
 
     python -m training.frequency.compare artifacts/frequency artifacts/frequency-attention \\
         [--out reports/frequency_arch.json] [--repeats 20]
@@ -23,6 +23,7 @@ from handlers.frequency.settings import parse_settings
 from training.common.manifest import read_manifest
 from training.frequency.config import SignalSpec
 from training.frequency.data import make_signal
+from training.frequency.quality import figures
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,28 +55,24 @@ def served_latency(artifacts: Path, repeats: int, seconds: float, threads: int) 
 
 def summary(artifacts: Path, repeats: int, seconds: float, threads: int) -> dict:
     metrics = json.loads((artifacts / "metrics.json").read_text())
-    test = metrics["test"]
+    test = figures(metrics["quality"])
     return {
         "artifacts": str(artifacts),
         "arch": metrics["config"].get("arch", "lstm"),
         "trained_steps": metrics.get("trained_steps"),
         "train_seconds": metrics.get("train_seconds"),
-        "mse_window": {k: round(v["mse_window"], 5) for k, v in test.items()},
-        "mse_stitched": {k: round(v["mse_stitched"], 5) for k, v in test.items()},
-        "mse_stateful": {k: round(v["mse_stateful"], 5) for k, v in test.items()},
+        "heldout_family": {k: round(v, 4) for k, v in test.items()},
         "latency": served_latency(artifacts, repeats, seconds, threads),
     }
 
 
 def table(rows: list[dict]) -> str:
-    freqs = list(rows[0]["mse_stitched"])
-    head = "| arch | steps | " + " | ".join(f"stitched {f}" for f in freqs)
-    head += " | " + " | ".join(f"stateful {f}" for f in freqs) + " | served p50 ms |"
-    lines = [head, "|" + "---|" * (3 + 2 * len(freqs))]
+    names = list(rows[0]["heldout_family"])
+    head = "| arch | steps | " + " | ".join(names) + " | served p50 ms |"
+    lines = [head, "|" + "---|" * (3 + len(names))]
     for r in rows:
         cells = [r["arch"], str(r["trained_steps"])]
-        cells += [f"{r['mse_stitched'][f]:.4f}" for f in freqs]
-        cells += [f"{r['mse_stateful'][f]:.4f}" for f in freqs]
+        cells += [f"{r['heldout_family'][n]:.4f}" for n in names]
         cells.append(f"{r['latency']['p50_ms']:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

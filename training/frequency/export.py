@@ -17,6 +17,7 @@ import torch
 from handlers.runtime import load_runtime
 from training.common.parity import ParityCase, check_parity
 from training.frequency.model import (
+    INPUTS,
     SEQUENCE_INPUTS,
     SEQUENCE_OUTPUTS,
     STEP_INPUTS,
@@ -66,9 +67,10 @@ def export_all(model: FrequencyLSTM, out: Path) -> dict:
     rng = np.random.default_rng(123)
 
     def signal(b, t):
+        # Block features: two lock-in products, then the one-hot selector.
         x = np.zeros((b, t, n_in), dtype=np.float32)
-        x[..., 0] = rng.uniform(-1, 1, size=(b, t))
-        x[np.arange(b), :, 1 + rng.integers(0, n_in - 1, size=b)] = 1.0
+        x[..., :INPUTS] = rng.uniform(-1, 1, size=(b, t, INPUTS))
+        x[np.arange(b), :, INPUTS + rng.integers(0, n_in - INPUTS, size=b)] = 1.0
         return x
 
     def eager(graph, names):

@@ -1,8 +1,14 @@
 """The LSTM and the two graphs exported from it.
 
-One set of weights serves both modes: `SequenceGraph` runs a window from a zero state,
-`StepGraph` takes and returns (h, c) so a stream can be continued chunk by chunk (T may be 1).
-Both return the deterministic output and the features that feed the dropout head.
+A lock-in amplifier with an LSTM for its filter (handlers/frequency/lockin.py): the LSTM reads,
+per block of samples, the block means of the sample times the selected frequency's reference sin
+and cos, and the one-hot selector; its head answers the component's in-phase and quadrature
+amplitudes (I, Q) against that reference, with no bias: an absent component is I = Q = 0. The
+handler turns them into I*sin + Q*cos at each sample's own phase.
+
+One set of weights serves both modes: `SequenceGraph` runs a window's blocks from a zero state,
+`StepGraph` takes and returns (h, c) so a stream continues block by block (T may be 1).
+Both return (I, Q) per block and the hidden states the dropout band is computed from.
 
 Architectures (`arch`): `lstm`, and `lstm-attention`, where the sequence mode adds self-attention
 over the window's LSTM outputs, a residual connection and LayerNorm before the shared head. The
@@ -18,6 +24,9 @@ from torch import nn
 from handlers.uncertainty import MLPHead
 
 ARCHS = ("lstm", "lstm-attention")
+INPUTS = 2
+"""Leading input features of a block: twice the block means of the scaled sample times the
+reference's sin and cos (handlers/frequency/lockin.block_features); the one-hot selector follows."""
 
 
 class WindowAttention(nn.Module):
@@ -61,16 +70,17 @@ class FrequencyLSTM(nn.Module):
         if arch not in ARCHS:
             raise ValueError(f"arch must be one of {ARCHS}, not {arch!r}")
         self.arch = arch
-        self.lstm = nn.LSTM(1 + num_frequencies, hidden, num_layers=layers, batch_first=True)
+        self.lstm = nn.LSTM(INPUTS + num_frequencies, hidden, num_layers=layers, batch_first=True)
         # Identity for the plain LSTM keeps one scriptable code path for both architectures.
         self.mixer = WindowAttention(hidden, heads) if arch == "lstm-attention" else nn.Identity()
         self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden, 1)
+        self.out = nn.Linear(hidden, 2, bias=False)
+        """(I, Q) per block; no bias: an absent component answers exactly zero."""
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor):
         """The stateful (step) path: the plain LSTM with its state carried in and out."""
         features, (hn, cn) = self.lstm(x, (h0, c0))
-        output = self.out(self.dropout(features)).squeeze(-1)
+        output = self.out(self.dropout(features))
         return output, features, hn, cn
 
     def sequence(self, x: torch.Tensor):
@@ -78,23 +88,24 @@ class FrequencyLSTM(nn.Module):
         h0 = x.new_zeros((self.lstm.num_layers, x.shape[0], self.lstm.hidden_size))
         features, _ = self.lstm(x, (h0, h0))
         features = self.mixer(features)
-        return self.out(self.dropout(features)).squeeze(-1), features
+        return self.out(self.dropout(features)), features
 
     def zero_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         shape = (self.lstm.num_layers, batch, self.lstm.hidden_size)
         return torch.zeros(shape), torch.zeros(shape)
 
     def head(self) -> MLPHead:
+        """The (I, Q) head: weight (2, H), zero bias, the dropout before it."""
         return MLPHead(
             weights=(self.out.weight.detach().numpy().astype(np.float32),),
-            biases=(self.out.bias.detach().numpy().astype(np.float32),),
+            biases=(np.zeros(2, dtype=np.float32),),
             activations=("none",),
             dropout=float(self.dropout.p),
         )
 
 
 class SequenceGraph(nn.Module):
-    """signal (B, L, 1+F) → output (B, L), features (B, L, H), from a zero state."""
+    """blocks (B, T, 2+F) → (I, Q) (B, T, 2), hidden states (B, T, H), from a zero state."""
 
     def __init__(self, model: FrequencyLSTM):
         super().__init__()
@@ -105,7 +116,7 @@ class SequenceGraph(nn.Module):
 
 
 class StepGraph(nn.Module):
-    """signal (B, T, 1+F), h0, c0 (layers, B, H) → output, features, hn, cn."""
+    """blocks (B, T, 2+F), h0, c0 (layers, B, H) → (I, Q), hidden states, hn, cn."""
 
     def __init__(self, model: FrequencyLSTM):
         super().__init__()
