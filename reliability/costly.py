@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 
 from handlers.manifest import read_manifest
+from handlers.settings import ServingSettings
 from tools import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,11 +209,15 @@ def model_config(model: str) -> dict:
 
 def limits(model: str) -> dict:
     """Every serving knob of the model's archive, defaults included."""
-    settings = registry.get(model).module("settings")
-    serving = next(
-        v for k, v in vars(settings).items() if k.endswith("Serving") and hasattr(v, "parse")
-    )
-    return serving.parse(model_config(model).get("handler") or {}, model).model_dump()
+    module = registry.get(model).module("settings")
+    [settings] = {
+        v
+        for v in vars(module).values()
+        if isinstance(v, type)
+        and issubclass(v, ServingSettings)
+        and v.__module__ == module.__name__
+    }
+    return settings.parse(model_config(model).get("handler") or {}, model).model_dump()
 
 
 def for_model(

@@ -72,13 +72,33 @@ def cases(model: str, settings: Any) -> list[Case]:
             Case("UINT8 grid", [("grid", "UINT8", grid[None].astype(np.uint8))]),
             Case("PNG", [("image", "BYTES", np.array([png], dtype=object))]),
         ]
+    if model == "tabular":
+        return [Case("records", _records([example := _tabular_example(), _far(example)]))]
     raise AssertionError(f"{model}: no inputs to compare the runtimes on; add its cases here")
+
+
+def _tabular_example() -> dict[str, float]:
+    from tools.registry import get
+
+    return get("tabular").example()
+
+
+def _far(record: dict[str, float]) -> dict[str, float]:
+    """The same record with one feature far outside the ranges training saw."""
+    name = next(iter(record))
+    return record | {name: record[name] * 30}
+
+
+def _records(records: list[dict[str, float]]) -> list[tuple[str, str, np.ndarray]]:
+    """One FP64 input per feature, one element per record (handlers/tabular/oip.py)."""
+    return [(n, "FP64", np.array([r[n] for r in records], np.float64)) for n in records[0]]
 
 
 REFUSALS: dict[str, list[tuple[str, str, np.ndarray]]] = {
     "sentiment": [("text", "BYTES", np.array([b"   "], dtype=object))],
     "frequency": [("signal", "FP32", np.array([], dtype=np.float32))],
     "digits": [("grid", "FP32", np.full((1, 8, 8), 99.0, np.float32))],
+    "tabular": _records([_tabular_example()] * 257),  # one past model-config's max_records
 }
 """One input each model refuses: both runtimes must give the same kind and reason."""
 
@@ -182,7 +202,9 @@ def test_a_refused_input_gets_the_same_kind_and_reason_from_both(served, oip_ser
     ts_body = json.loads(reply.body)
     assert status == 400, ts_body
     [grpc] = oip_server.run([oip_call(model, inputs, {}, "grpc", "refused-1")])
-    assert grpc["error"]["status"] == "StatusCode.INVALID_ARGUMENT", grpc
+    # docs/oip.md's table: too_large is RESOURCE_EXHAUSTED, the other 400s INVALID_ARGUMENT.
+    code = "RESOURCE_EXHAUSTED" if ts_body["kind"] == "too_large" else "INVALID_ARGUMENT"
+    assert grpc["error"]["status"] == f"StatusCode.{code}", grpc
     oip_body = json.loads(grpc["error"]["message"])
     assert oip_body == ts_body == {**ts_body, "request_id": "refused-1"}
     # REST, as plain JSON: the protocol's error shape with the same body and status.
