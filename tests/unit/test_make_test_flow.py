@@ -26,8 +26,12 @@ def test_make_test_checks_the_served_models_when_every_model_is_trained(tmp_path
     lines = _dry_run(tmp_path).splitlines()
     check = next(i for i, line in enumerate(lines) if "-m deploy.check_served" in line)
     assert f"--artifacts {tmp_path}" in lines[check]
-    unit = next(i for i, line in enumerate(lines) if "pytest -q -x --durations=10 tests/unit" in line)
-    integration = next(i for i, line in enumerate(lines) if "pytest -q --durations=20 tests/integration" in line)
+    unit = next(
+        i for i, line in enumerate(lines) if "pytest -q -x --durations=10 tests/unit" in line
+    )
+    integration = next(
+        i for i, line in enumerate(lines) if "pytest -q --durations=20 tests/integration" in line
+    )
     assert unit < check < integration
 
 
