@@ -280,6 +280,23 @@ def _rest_refusals(app: Any) -> None:
     # Starlette finds a handler by the exception's classes: every Refused is one GrpcException.
     app.add_exception_handler(Refused.__mro__[1], refused)
 
+    from fastapi.exceptions import RequestValidationError
+
+    async def invalid(request: Any, exc: Any) -> JSONResponse:
+        """KServe's pydantic models refuse a request of the wrong shape (a null parameter, a
+        string where a number goes) with FastAPI's 422 {"detail": [...]}: the protocol's 400 and
+        error shape instead, naming the first place."""
+        first = (exc.errors() or [{}])[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        err = BadField(f"{where}: {str(first.get('msg', 'invalid')).lower()}"[:300])
+        request_id = request_id_of(None, dict(request.headers))
+        return JSONResponse(
+            error_body(err, request_id), status_code=err.status,
+            headers={REQUEST_ID_HEADER: request_id},
+        )  # fmt: skip
+
+    app.add_exception_handler(RequestValidationError, invalid)
+
 
 def _keep_binary_inputs() -> None:
     """KServe 0.21's REST decoder turns every binary BYTES input into UTF-8 text, so an encoded

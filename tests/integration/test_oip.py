@@ -429,3 +429,22 @@ def test_versioned_routes_serve_the_models_own_version_and_404_any_other(oip_ser
     r = requests.post(f"{base}/not-{version}/infer", json=body, headers=auth, timeout=60)
     assert r.status_code == 404 and "has no version" in r.json()["error"]
     assert "NotImplementedError" not in oip_server.log.read_text()
+
+
+def test_a_request_kserves_models_refuse_is_the_protocols_400_not_fastapis_422(oip_server):
+    """KServe validates the request with pydantic; a null parameter came back as FastAPI's 422
+    {"detail": [...]} (found by the OIP surface fuzzing). It is the protocol's 400 error shape."""
+    r = requests.post(
+        f"{oip_server.url}/v2/models/sentiment/infer",
+        data=b'{"parameters": {"explain": null}, "inputs": []}',
+        headers={
+            "Authorization": f"Bearer {oip_server.token}",
+            "Content-Type": "application/json",
+            "X-Request-ID": "null-parameter-1",
+        },
+        timeout=60,
+    )
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["kind"] == "bad_field" and "explain" in body["error"], body
+    assert body["request_id"] == "null-parameter-1" == r.headers["X-Request-ID"]
