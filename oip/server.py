@@ -304,30 +304,42 @@ def _keep_binary_inputs() -> None:
     input's raw bytes (`InferInput.as_numpy` decodes them as gRPC's are), and a malformed body is
     the client's 400."""
     import orjson
-    from kserve.errors import InvalidInput
     from kserve.protocol.infer_type import InferInput, InferRequest, RequestedOutput
 
     def from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -> Any:
+        Refused = _refused_class()
         try:
             head = orjson.loads(req_bytes[:json_length])
             specs = list(head["inputs"])
         except (orjson.JSONDecodeError, KeyError, TypeError) as e:
-            raise InvalidInput(f"unrecognised request: {e}") from None
+            err = BadEncoding(f"unrecognised request: {e}")
+            raise Refused(err, request_id_of(None, None)) from None
+        request_id = request_id_of(head.get("id"), None)
         start = json_length
         inputs = []
         for spec in specs:
-            params = spec.get("parameters") or None
-            item = InferInput(spec["name"], spec["shape"], spec["datatype"], parameters=params)
+            try:
+                params = spec.get("parameters") or None
+                item = InferInput(spec["name"], spec["shape"], spec["datatype"], parameters=params)
+            except (AttributeError, KeyError, TypeError) as e:
+                raise Refused(BadField(f"an input without its name, shape or datatype: {e}"),
+                              request_id) from None  # fmt: skip
             if spec.get("data") is not None:
                 item.data = spec["data"]
             elif params and isinstance(params.get("binary_data_size"), int):
                 end = start + params["binary_data_size"]
                 if end > len(req_bytes):
-                    raise InvalidInput(f"input {spec['name']!r}: binary_data_size past the body")
+                    raise Refused(
+                        BadField(f"input {spec['name']!r}: binary_data_size past the body"),
+                        request_id,
+                    )
                 item._raw_data = req_bytes[start:end]
                 start = end
             else:
-                raise InvalidInput(f"input {spec['name']!r} has neither data nor binary_data_size")
+                raise Refused(
+                    BadField(f"input {spec['name']!r} has neither data nor binary_data_size"),
+                    request_id,
+                )
             inputs.append(item)
         outputs = head.get("outputs")
         return cls(
