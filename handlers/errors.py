@@ -186,6 +186,8 @@ def echo(value: object, limit: int = 40) -> str:
     except ValueError:  # an int over Python's 4300-digit str() limit
         figures = int(value.bit_length() * 0.30103) if isinstance(value, int) else "many"
         return f"<a number of about {figures} figures>"
+    except RecursionError:  # a list or object nested deeper than repr() goes
+        return f"<a {type(value).__name__} nested too deep to show>"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 

@@ -238,3 +238,11 @@ def test_explanations_are_priced_in_record_passes_before_they_run(schema):
     assert all(isinstance(r, TooLarge) for r in refused)
     out = budget.apply([three, three], [explanation_budget(5, 15, 20)])
     assert out[0] is three and isinstance(out[1], Overloaded)
+
+
+def test_a_field_nested_past_repr_depth_is_a_bad_field_not_a_500(schema):
+    """Found by the surface fuzzing: quoting a 1000-deep list in the reason overflowed repr()."""
+    good = json.dumps({k: v for k, v in GOOD.items() if k != "age"})
+    body = ('{"age": ' + "[" * 1000 + "]" * 1000 + ", " + good[1:]).encode()
+    with pytest.raises(BadField, match="nested too deep"):
+        read_records(Request(body, {"Content-Type": "application/json"}), schema, 16)
