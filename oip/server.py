@@ -297,6 +297,22 @@ def _rest_refusals(app: Any) -> None:
 
     app.add_exception_handler(RequestValidationError, invalid)
 
+    from fastapi.exception_handlers import http_exception_handler
+    from starlette.exceptions import HTTPException
+
+    async def unparsed(request: Any, exc: Any) -> Any:
+        """FastAPI answers a body it cannot parse (JSON declared, not sent) with 400
+        {"detail": ...}: the protocol's error shape instead; other statuses as Starlette does."""
+        if exc.status_code != 400:
+            return await http_exception_handler(request, exc)
+        err = BadEncoding(f"the body is not the JSON it says it is: {str(exc.detail).lower()}")
+        request_id = request_id_of(None, dict(request.headers))
+        return JSONResponse(
+            error_body(err, request_id), status_code=400, headers={REQUEST_ID_HEADER: request_id}
+        )
+
+    app.add_exception_handler(HTTPException, unparsed)
+
 
 def _keep_binary_inputs() -> None:
     """KServe 0.21's REST decoder turns every binary BYTES input into UTF-8 text, so an encoded

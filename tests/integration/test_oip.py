@@ -448,3 +448,17 @@ def test_a_request_kserves_models_refuse_is_the_protocols_400_not_fastapis_422(o
     body = r.json()
     assert body["kind"] == "bad_field" and "explain" in body["error"], body
     assert body["request_id"] == "null-parameter-1" == r.headers["X-Request-ID"]
+
+
+def test_a_body_that_is_not_the_json_it_declares_is_the_protocols_400(oip_server):
+    """FastAPI answered it {"detail": "There was an error parsing the body"} (found by the OIP
+    surface fuzzing): the protocol's error shape, kind bad_encoding, with a request id."""
+    r = requests.post(
+        f"{oip_server.url}/v2/models/sentiment/infer",
+        data=b"\x00" * 9,
+        headers={"Authorization": f"Bearer {oip_server.token}", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["kind"] == "bad_encoding" and body["request_id"] == r.headers["X-Request-ID"]
