@@ -642,9 +642,10 @@ def wait_for_line(path: Path, needle: str, within: float = 10) -> str:
 
 def test_one_failing_request_is_followed_by_its_id_through_the_door_and_the_worker(pod):
     """A client's X-Request-ID is the id of its request everywhere: the answer's header, the error
-    body, the door's log line and the worker's log line of the refusal. TorchServe's access log has
-    the request's line, but its format is fixed in TorchServe's Java (no header in it)."""
-    rid = f"trace-{secrets.token_hex(6)}"
+    body, the door's log line, TorchServe's access log line and the worker's log line of the
+    refusal. TorchServe's access log format is fixed in its Java (the request line, no header), so
+    the door appends the id to the query as `x-request-id` (percent-encoded)."""
+    rid = f"trace-{secrets.token_hex(6)}+1"  # '+' is percent-encoded in the request line
     r = requests.post(
         f"{pod.http}/predictions/sentiment",
         json={"text": "   "},  # refused by the handler: empty_input, 400
@@ -659,7 +660,31 @@ def test_one_failing_request_is_followed_by_its_id_through_the_door_and_the_work
     record = json.loads(worker_line[worker_line.index("{") :])
     assert record["event"] == "request_refused" and record["request_id"] == rid
     assert record["reason"] == "empty_input"
-    assert rid not in access_log(pod)  # not configurable in TorchServe 0.12: see the docstring
+    frontend_line = wait_for_line(pod.work / "logs" / "access_log.log", rid.replace("+", "%2B"))
+    assert f'"POST /predictions/sentiment?x-request-id={rid.replace("+", "%2B")} HTTP/1.1" 400' in (
+        frontend_line
+    )
+
+
+def test_a_clients_own_request_id_parameter_is_replaced_by_the_doors(pod):
+    """The request line in TorchServe's access log holds the door's id only: a client's own
+    `x-request-id` query parameters are dropped, its other parameters kept, and the answer is the
+    one the plain request gets (TorchServe gives a worker no query parameter of /predictions)."""
+    review = {"text": "A wonderful, moving film."}
+    plain = requests.post(
+        f"{pod.http}/predictions/sentiment", json=review, headers=auth(), timeout=30
+    )
+    rid = f"query-{secrets.token_hex(4)}"
+    forged = requests.post(
+        f"{pod.http}/predictions/sentiment?x-request-id=forged&keep=1&x-request-id=forged2",
+        json=review,
+        headers=auth() | {"X-Request-ID": rid},
+        timeout=30,
+    )
+    assert plain.status_code == 200 and forged.status_code == 200, forged.text
+    assert forged.json()["probabilities"] == plain.json()["probabilities"]
+    line = wait_for_line(pod.work / "logs" / "access_log.log", rid)
+    assert f"/predictions/sentiment?keep=1&x-request-id={rid} " in line and "forged" not in line
 
 
 @pytest.mark.parametrize(
