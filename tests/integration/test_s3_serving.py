@@ -54,3 +54,33 @@ def test_archive_pulled_from_the_production_stage_loads_and_answers(
         assert body["model"]["version"] == published.manifest["training_version"]
     finally:
         server.stop()
+
+
+def test_the_tabular_archive_goes_through_the_store_as_sentiment_does(
+    s3_env, s3_bucket, tabular_archive, tmp_path
+):
+    """The store names no model: the newest model (tabular) is published, promoted, pulled by the
+    init container's command and served from the pulled archive as sentiment is above."""
+    from tools import registry as tools
+
+    layout = Layout(s3_bucket, "models")
+    published = publish(tabular_archive, layout, version="t-1", progress=False)
+    promote("tabular", "t-1", "production", layout)
+    store = tmp_path / "model-store"
+    pulled = subprocess.run(
+        [sys.executable, "-m", "deploy", "pull", "tabular", "--stage", "production"]
+        + ["--dest", str(store), "--bucket", s3_bucket, "--prefix", "models", "--no-progress"],
+        env=os.environ | s3_env.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pulled.returncode == 0, pulled.stderr
+    assert sha256_file(store / "tabular.mar") == sha256_file(tabular_archive)
+    server = TorchServe(workdir=tmp_path / "server", store=store, models=["tabular"]).start()
+    try:
+        r = server.post("/predictions/tabular", json=tools.get("tabular").example())
+        assert r.status_code == 200, r.text
+        assert r.json()["model"]["version"] == published.manifest["training_version"]
+    finally:
+        server.stop()
