@@ -4,29 +4,21 @@ chunk length, and the dropout std band from the head alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.lockin import Carried, read_windows, stream_answer, stream_chunk
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.state import StreamState
-from handlers.frequency.windowing import split, stitch
+from handlers.kits.signal.codec import SignalRequest
+from handlers.kits.signal.predict import Components
+from handlers.kits.signal.windowing import split, stitch
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.uncertainty import MLPHead
 
 HANN = 1.0
 """The stitching taper's skew: symmetric, since every window is read in both directions."""
-
-
-@dataclass(frozen=True)
-class Components:
-    signal: np.ndarray
-    """(F, N) extracted sinusoid per requested frequency."""
-    std: np.ndarray
-    """(F, N) dropout standard deviation of each sample."""
 
 
 class FrequencyEngine:
