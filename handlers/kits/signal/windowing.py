@@ -1,4 +1,5 @@
-"""Split a signal into overlapping windows and stitch per-window outputs back with a taper.
+"""Split a signal into overlapping windows and stitch per-window outputs back with a taper
+(`windowed`: every window of a batch's signals read in one call, then stitched per signal).
 
 The LSTM starts every window from a zero state, so a window's first samples are its worst: it
 has not yet seen enough of the signal to know where in the period it is. The taper is a Hann
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -60,3 +62,47 @@ def stitch(pieces: np.ndarray, length: int, hop: int, skew: float = SKEW) -> np.
         total[k * hop : k * hop + window] += pieces[k] * w
         weight[k * hop : k * hop + window] += w
     return (total / weight)[:length].astype(np.float32)
+
+
+Reader = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""(windows (R, window) float64, valid samples of each (R,), selector of each (R,)) → the model's
+(output, std), each (R, window): a model's reading of windows, one runtime call for all."""
+
+
+def windowed(
+    signals: list[tuple[np.ndarray, tuple[int, ...]]],
+    window: int,
+    hop: int,
+    read: Reader,
+    skew: float = SKEW,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every window of every (signal, selectors) read in one call of `read`, then stitched back
+    per signal: [(output (F, N), std (F, N)) float32], F the signal's selectors."""
+    rows: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    selectors: list[int] = []
+    spans: list[tuple[int, int]] = []
+    for signal, chosen in signals:
+        n = signal.shape[0]
+        win = split(signal.astype(np.float64), window, hop)
+        lens = np.minimum(window, n - np.arange(win.shape[0]) * hop)
+        start = sum(r.shape[0] for r in rows)
+        for sel in chosen:
+            rows.append(win)
+            lengths.append(lens)
+            selectors.extend([sel] * win.shape[0])
+        spans.append((start, win.shape[0]))
+    if not rows:
+        return []
+    output, std = read(np.concatenate(rows), np.concatenate(lengths), np.asarray(selectors))
+    results = []
+    for (signal, chosen), (start, n) in zip(signals, spans, strict=True):
+        # One overlap-add for the signal's components and their bands: (n windows, window,
+        # frequencies, output|std), the same sums per sample as stitching each series alone.
+        f = len(chosen)
+        rows_of = slice(start, start + f * n)
+        pieces = np.stack([output[rows_of], std[rows_of]], axis=-1)
+        pieces = pieces.reshape(f, n, window, 2).transpose(1, 2, 0, 3)
+        both = stitch(pieces, signal.shape[0], hop, skew)  # (samples, f, 2)
+        results.append((np.ascontiguousarray(both[..., 0].T), np.ascontiguousarray(both[..., 1].T)))
+    return results
