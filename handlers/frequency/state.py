@@ -77,6 +77,15 @@ class StateCodec:
         self.envelope = SignedStates(key, version, MAGIC, b"frequency-state-key-id",
                                      _payload_bytes(num_frequencies, layers, hidden))  # fmt: skip
 
+    @property
+    def max_chars(self) -> int:
+        """The longest valid token: anything longer is refused before it is decoded."""
+        return self.envelope.max_chars
+
+    @property
+    def version(self) -> str:
+        return self.envelope.version
+
     def encode(self, state: StreamState) -> str:
         s = state
         head = _SHAPE.pack(self.layers, self.hidden, len(s.selectors), s.samples_seen, s.energy)
