@@ -257,3 +257,36 @@ def test_the_tensor_contract_maps_fp32_signals_and_binary_tensors(model, service
     token = {o.name: o for o in oip.answer(chunk, s)}["state"].data[0]
     with pytest.raises(Exception, match="once"):
         oip.native({"signal": x, "state": np.array([token], dtype=object)}, {"state": "x"}, s)
+
+
+def test_the_envelope_refuses_altered_foreign_stale_and_expired_states():
+    """The kit's signed envelope alone (a model may set a maximum age; frequency sets none)."""
+    from handlers.errors import BadState, StaleState
+    from handlers.kits.signal.state import SignedStates
+
+    now = [1000.0]
+
+    def envelope(key: bytes = KEY, version: str = "v1", max_age_s: float | None = 60.0):
+        return SignedStates(key, version, b"TEST", b"label", 4, max_age_s, clock=lambda: now[0])
+
+    def size(raw: bytes, at: int) -> int:
+        return 4
+
+    token = envelope().seal(b"abcd")
+    assert envelope().open(token, size) == b"abcd"
+    now[0] += 59
+    assert envelope().open(token, size) == b"abcd"
+    now[0] += 2
+    with pytest.raises(StaleState, match="expired"):
+        envelope().open(token, size)
+    with pytest.raises(StaleState, match="another key"):
+        envelope(b"another-key-entirely").open(envelope().seal(b"abcd"), size)
+    with pytest.raises(StaleState, match="model version"):
+        envelope(version="v2").open(envelope().seal(b"abcd"), size)
+    with pytest.raises(BadState, match="altered"):
+        envelope().open(altered(envelope().seal(b"abcd")), size)
+    with pytest.raises(BadState, match="wrong size"):
+        envelope(max_age_s=None).open(envelope().seal(b"abcd"), size)  # a time it does not expect
+    timeless = envelope(max_age_s=None)
+    now[0] += 10**6
+    assert timeless.open(timeless.seal(b"abcd"), size) == b"abcd"  # never expires

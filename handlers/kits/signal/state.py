@@ -4,13 +4,14 @@ continues it. What the state holds is the model's (its `payload`); the kit gives
 and the envelope. The token is URL-safe base64 (it also travels in the `X-Stream-State` header, so
 it must be ASCII) of:
 
-    magic (4, the model's) | key id (8) | version length (1) | model version (utf-8) | payload
+    magic (4, the model's) | key id (8) | version length (1) | model version (utf-8)
+    | [issued at: float64 Unix seconds, only for a model that sets a maximum age] | payload
     | HMAC-SHA256 tag (16)
 
 Checked before the model reads the payload, cheapest first: not a string, too long, undecodable
 or the wrong size → 400 bad_state; signed with another key (a rotated Secret, another deployment)
-or made by another model version (a rolling update mid-stream: the state has expired) → 409
-stale_state, "restart the stream"; altered (the signature does not match) → 400. Why it is signed
+made by another model version (a rolling update mid-stream), or older than the model's maximum
+age, if it sets one → 409 stale_state, "restart the stream"; altered (the signature does not match) → 400. Why it is signed
 at all: docs/architecture.md.
 """
 
@@ -26,6 +27,7 @@ import secrets
 import stat
 import struct
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -38,6 +40,9 @@ MIN_KEY_BYTES = 16
 MAX_KEY_BYTES = 4096
 
 _HEAD = struct.Struct("<4s8sB")  # magic, key id, version length
+_ISSUED = struct.Struct("<d")
+CLOCK_SKEW_S = 60.0
+"""How far ahead of this replica's clock another replica's may be (a state issued "later")."""
 TAG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits (RFC 2104 section 5 allows >= half the hash)
 
 
@@ -116,9 +121,23 @@ class SignedStates:
     """Seals and opens the state tokens of one model version, signed with one key: the envelope
     around a model's payload (the module's docstring)."""
 
-    def __init__(self, key: bytes, version: str, magic: bytes, label: bytes, max_payload: int):
+    def __init__(
+        self,
+        key: bytes,
+        version: str,
+        magic: bytes,
+        label: bytes,
+        max_payload: int,
+        max_age_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         """`magic`: 4 bytes naming the model's state format; `label`: what the key id is derived
-        with; `max_payload`: the longest payload, bytes (a longer token is refused undecoded)."""
+        with; `max_payload`: the longest payload, bytes (a longer token is refused undecoded);
+        `max_age_s`: a state older than this has expired (None: states do not expire, and the
+        envelope carries no time)."""
+        self.max_age_s, self.clock = max_age_s, clock
+        self._issued = _ISSUED.size if max_age_s is not None else 0
+        max_payload += self._issued
         self.key = key
         self.key_id = hashlib.sha256(label + key).digest()[:8]
         self.magic = magic
@@ -130,6 +149,8 @@ class SignedStates:
         return hmac.new(self.key, message, hashlib.sha256).digest()[:TAG_BYTES]
 
     def seal(self, payload: bytes) -> str:
+        if self.max_age_s is not None:
+            payload = _ISSUED.pack(self.clock()) + payload
         message = _HEAD.pack(self.magic, self.key_id, len(self._version)) + self._version + payload
         return base64.urlsafe_b64encode(message + self._tag(message)).decode("ascii")
 
@@ -148,8 +169,8 @@ class SignedStates:
                 "deployment); restart the stream with 'stream': true"
             )
         at = _HEAD.size + vlen
-        size = payload_size(raw, at)
-        if size is None or len(raw) != at + size + TAG_BYTES:
+        size = payload_size(raw, at + self._issued)
+        if size is None or len(raw) != at + self._issued + size + TAG_BYTES:
             raise BadState("the stream state has the wrong size")
         message, tag = raw[:-TAG_BYTES], raw[-TAG_BYTES:]
         if not hmac.compare_digest(tag, self._tag(message)):
@@ -162,7 +183,15 @@ class SignedStates:
                 f"{echo(self.version)} (an update happened mid-stream); restart the stream with "
                 "'stream': true"
             )
-        return message[at:]
+        if self.max_age_s is not None:
+            [issued] = _ISSUED.unpack_from(raw, at)
+            age = self.clock() - issued
+            if not -CLOCK_SKEW_S <= age <= self.max_age_s:  # also NaN, and the far future
+                raise StaleState(
+                    f"the stream state has expired (streams pause at most {self.max_age_s:g} s "
+                    "between chunks); restart the stream with 'stream': true"
+                )
+        return message[at + self._issued :]
 
     def _bytes(self, token: object) -> bytes:
         if not isinstance(token, str):
