@@ -71,7 +71,7 @@ class ModelSpec:
 
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("sentiment"),
-    ModelSpec("frequency"),
+    ModelSpec("frequency", kits=("signal",)),
     ModelSpec("digits", kits=("image",)),
     ModelSpec("tabular", kits=("tabular",)),
 )

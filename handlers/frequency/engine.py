@@ -4,29 +4,21 @@ chunk length, and the dropout std band from the head alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.lockin import Carried, read_windows, stream_answer, stream_chunk
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.state import StreamState
-from handlers.frequency.windowing import split, stitch
+from handlers.kits.signal.codec import SignalRequest
+from handlers.kits.signal.predict import Components
+from handlers.kits.signal.windowing import windowed
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.uncertainty import MLPHead
 
 HANN = 1.0
 """The stitching taper's skew: symmetric, since every window is read in both directions."""
-
-
-@dataclass(frozen=True)
-class Components:
-    signal: np.ndarray
-    """(F, N) extracted sinusoid per requested frequency."""
-    std: np.ndarray
-    """(F, N) dropout standard deviation of each sample."""
 
 
 class FrequencyEngine:
@@ -60,44 +52,16 @@ class FrequencyEngine:
 
     def windows(self, requests: list[SignalRequest]) -> list[Components]:
         """Every window of every request and requested frequency, each read forward and
-        backward (handlers/frequency/lockin.read_windows), in one runtime call."""
+        backward (handlers/frequency/lockin.read_windows), in one runtime call, stitched back
+        (handlers/kits/signal/windowing.windowed)."""
         s = self.settings
-        rows: list[np.ndarray] = []
-        lengths: list[np.ndarray] = []
-        selectors: list[int] = []
-        spans: list[tuple[int, int]] = []
-        for req in requests:
-            n = req.signal.shape[0]
-            win = split(req.signal.astype(np.float64), s.window, s.hop)
-            lens = np.minimum(s.window, n - np.arange(win.shape[0]) * s.hop)
-            start = sum(r.shape[0] for r in rows)
-            for sel in req.selectors:
-                rows.append(win)
-                lengths.append(lens)
-                selectors.extend([sel] * win.shape[0])
-            spans.append((start, win.shape[0]))
-        if not rows:
-            return []
-        output, std = read_windows(
-            np.concatenate(rows), np.concatenate(lengths), np.asarray(selectors),
-            s.frequencies, s.sample_rate, s.block, self._run_sequence, self.head_weight,
-            self.head.dropout,
-        )  # fmt: skip
-        results = []
-        for req, (start, n) in zip(requests, spans, strict=True):
-            # One overlap-add for the request's components and their bands: (n windows, window,
-            # frequencies, signal|std), the same sums per sample as stitching each series alone.
-            f = len(req.selectors)
-            rows_of = slice(start, start + f * n)
-            pieces = np.stack([output[rows_of], std[rows_of]], axis=-1)
-            pieces = pieces.reshape(f, n, s.window, 2).transpose(1, 2, 0, 3)
-            both = stitch(pieces, req.signal.shape[0], s.hop, HANN)  # (samples, f, 2)
-            results.append(
-                Components(
-                    np.ascontiguousarray(both[..., 0].T), np.ascontiguousarray(both[..., 1].T)
-                )
-            )
-        return results
+
+        def read(rows: np.ndarray, lengths: np.ndarray, selectors: np.ndarray) -> tuple:
+            return read_windows(rows, lengths, selectors, s.frequencies, s.sample_rate, s.block,
+                                self._run_sequence, self.head_weight, self.head.dropout)  # fmt: skip
+
+        pairs = [(r.signal, r.selectors) for r in requests]
+        return [Components(*c) for c in windowed(pairs, s.window, s.hop, read, HANN)]
 
     def zero_state(self, req: SignalRequest) -> StreamState:
         shape = (self.settings.layers, len(req.selectors), self.settings.hidden)

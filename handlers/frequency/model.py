@@ -1,101 +1,15 @@
-"""The frequency model's part of the lifecycle (handlers/service.py): decode signal requests, run
-the batch's one-shot windows and stream chunks (each chunk continuing the state its client sent:
-the worker keeps nothing) within the batch's work budget, answer with typed `Extraction`s."""
+"""The frequency model's part of the lifecycle: the signal kit's whole (handlers/kits/signal/
+model.py: decoding, budgets, one-shot windows and stream chunks, block attributions) with the
+lock-in predictor."""
 
 from __future__ import annotations
 
-import logging
-from functools import cached_property
-from pathlib import Path
-from typing import Any, ClassVar
-
-from handlers.budget import Budget
-from handlers.codec import Reply
-from handlers.errors import BadField, RequestError
-from handlers.frequency.codec import SignalRequest, decode_request
-from handlers.frequency.predict import Extraction, FrequencyPredictor
-from handlers.frequency.settings import FrequencySettings
-from handlers.service import Request
-from handlers.telemetry import Telemetry
-
-log = logging.getLogger(__name__)
+from handlers.frequency.predict import FrequencyPredictor
+from handlers.kits.signal.model import SignalModel
 
 
-class FrequencyModel:
-    reads_parts: ClassVar[bool] = True
-
-    def __init__(self, predictor: FrequencyPredictor):
-        self.predictor = predictor
-        self.name = predictor.name
-        self.settings: FrequencySettings = predictor.settings
-
-    @classmethod
-    def load(
-        cls,
-        model_dir: Path,
-        config: dict,
-        device: str = "cpu",
-        name: str = "frequency",
-        *,
-        state_key: bytes | None = None,
-    ) -> FrequencyModel:
-        """`state_key` signs stream states; None reads the deployment's key file."""
-        predictor = FrequencyPredictor.from_dir(
-            model_dir, config, device=device, name=name, state_key=state_key
-        )
-        s = predictor.settings
-        log.info("frequency %s ready: runtime=%s", s.version, s.runtime)
-        return cls(predictor)
-
-    def parse(self, request: Request) -> SignalRequest:
-        return decode_request(request, self.settings)
-
-    @staticmethod
-    def cost(r: SignalRequest) -> int:
-        return int(r.signal.shape[0] * len(r.selectors))
-
-    @property
-    def budgets(self) -> tuple[Budget, ...]:
-        """Work per batch, like sentiment's tokens: samples x frequencies, in arrival order."""
-        return (Budget(self.settings.max_batch_samples, "samples x frequencies", self.cost),)
-
-    def inference(
-        self, parsed: list[SignalRequest | RequestError]
-    ) -> list[Extraction | RequestError]:
-        return self.predictor.predict(parsed)
-
-    def reply(self, answer: Extraction) -> Reply:
-        return answer.reply()
-
-    @cached_property
-    def explainer(self) -> Any:
-        """Built on the first explanation: Captum and torch load only then."""
-        from handlers.frequency.explain import FrequencyExplainer
-
-        return FrequencyExplainer(self.predictor, block=self.settings.explain_block)
-
-    def explain_cost(self, r: SignalRequest) -> int:
-        """Sample-passes; a stream chunk is refused (400) before it costs anything."""
-        if r.streaming:
-            raise BadField(
-                "explanations take a whole signal, not a stream chunk (drop stream/state)"
-            )
-        return int(self.explainer.cost(r) * r.signal.shape[0])
-
-    @property
-    def explain_budgets(self) -> tuple[Budget, ...]:
-        s = self.settings
-        limit = s.max_explain_samples
-        return (Budget(s.max_batch_explain_samples, "sample-passes", self.explain_cost, limit),)
-
-    def explain(self, parsed: list[SignalRequest | RequestError]) -> list[Any]:
-        """Per requested frequency, each input sample's attribution (handlers/frequency/explain.py),
-        admitted by the per-request and per-batch explanation budgets (`explain_budgets`)."""
-        return [self.explainer.explain(r) if isinstance(r, SignalRequest) else r for r in parsed]
-
-    def report(self, answers: list[Extraction], telemetry: Telemetry) -> None:
-        telemetry.extractions((a.frequencies, a.components.std) for a in answers)
-        telemetry.windows(a.windows for a in answers if a.windows)
+class FrequencyModel(SignalModel):
+    predictor_class = FrequencyPredictor
 
 
 MODEL = FrequencyModel

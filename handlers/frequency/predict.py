@@ -1,92 +1,22 @@
-"""Signal requests → typed extractions → response bodies: windows or stream steps through the
-runtime, the dropout std band, and the stream state the client carries to its next chunk.
-Used by the TorchServe handler and, unchanged, in-process by tests and tools.
-
-One-shot requests of a batch share one runtime call (all their windows); stream chunks share one
-call per chunk length, each starting from the state its client sent. Nothing outlives a request.
-"""
+"""The frequency predictor: the signal kit's (handlers/kits/signal/predict.py) with the lock-in
+engine, its stream states and its out-of-distribution judge."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
+import numpy as np
 
-from handlers.codec import Reply
-from handlers.errors import BadField, RequestError, header_value
-from handlers.frequency import codec
-from handlers.frequency.codec import SignalRequest
-from handlers.frequency.engine import Components, FrequencyEngine
+from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.ood import judge
 from handlers.frequency.settings import FrequencySettings, parse_settings
-from handlers.frequency.state import StateCodec, StreamState, load_key
-from handlers.frequency.windowing import num_windows
-from handlers.predictor import Predictor
+from handlers.frequency.state import StateCodec, load_key
+from handlers.kits.signal.predict import Extraction, SignalPredictor
+
+__all__ = ["Extraction", "FrequencyPredictor"]
 
 
-@dataclass(frozen=True)
-class Extraction:
-    """The answer to one request; it serialises itself (`reply`: JSON or float32)."""
-
-    frequencies: tuple[float, ...]
-    components: Components
-    windows: int | None
-    """Windows a one-shot request was split into (None for a stream chunk)."""
-    state: str | None = None
-    """The stream's state after this chunk, for the client's next one (None: one-shot)."""
-    samples_seen: int | None = None
-    binary: bool = False
-    """Answer as float32 (the client sent Accept: application/octet-stream)."""
-    sample_rate: int = 0
-    """The served sample rate, reported in the answer (the predictor sets it)."""
-    model: Mapping[str, str] = field(default_factory=dict)
-    """The `model` block of the answer (name, version)."""
-    residual: float | None = None
-    """Share of the input's energy outside the served frequencies (handlers/frequency/ood.py);
-    a stream chunk's own samples. None: too short to judge."""
-    out_of_distribution: bool | None = None
-    """The residual is past the threshold set in training (None: not judged)."""
-
-    def to_body(self) -> dict:
-        """The JSON answer (the codec's `answer_json`); the sample arrays stay float32 rows."""
-        comp = self.components
-        return codec.answer_json(
-            self.frequencies, comp.signal, comp.std, self.sample_rate, dict(self.model),
-            self.state, self.samples_seen, self.out_of_distribution, self.residual,
-        )  # fmt: skip
-
-    def to_json(self) -> bytes:
-        # orjson writes each float32 as the shortest text that reads back as that float32
-        # (exact, and 20x faster than json.dumps over rounded Python floats: 1 ms vs 21 ms
-        # for 2,000 samples x 4 frequencies). The JSON is ASCII.
-        return orjson.dumps(self.to_body(), option=orjson.OPT_SERIALIZE_NUMPY)
-
-    def reply(self) -> Reply:
-        """Body, content type and headers (the codec's encoders); JSON unless the client accepts
-        float32. A stream's state is in the X-Stream-State header of every answer, and in the
-        body of a JSON one (our own URL-safe base64: ASCII, never client text)."""
-        if not self.binary:
-            return Reply(
-                self.to_json(),
-                "application/json",
-                codec.stream_headers(self.state, self.samples_seen),
-            )
-        comp = self.components
-        data, headers = codec.answer_float32(
-            self.frequencies, comp.signal, comp.std, self.sample_rate,
-            header_value(str(self.model.get("version", ""))), self.state, self.samples_seen,
-            self.out_of_distribution, self.residual,
-        )  # fmt: skip
-        return Reply(data, codec.FLOAT32, headers)
-
-
-_PENDING = RequestError("not answered")
-"""A placeholder every good request's answer replaces (predict fills all of them)."""
-
-
-class FrequencyPredictor(Predictor[FrequencySettings]):
+class FrequencyPredictor(SignalPredictor[FrequencySettings]):
     model = "frequency"
     parse_settings = staticmethod(parse_settings)
 
@@ -101,81 +31,11 @@ class FrequencyPredictor(Predictor[FrequencySettings]):
     ):
         """`state_key` signs stream states; None reads the deployment's key file (load_key)."""
         super().__init__(model_dir, settings, device, name)
-        self.engine = FrequencyEngine(settings, model_dir, device)
-        self.states = StateCodec(
-            state_key if state_key is not None else load_key(),
-            settings.version,
-            settings.layers,
-            settings.hidden,
-            len(settings.frequencies),
-        )
+        s = settings
+        self.engine = FrequencyEngine(s, model_dir, device)
+        key = state_key if state_key is not None else load_key()
+        self.states = StateCodec(key, s.version, s.layers, s.hidden, len(s.frequencies))
 
-    def predict(
-        self, requests: list[SignalRequest | RequestError]
-    ) -> list[Extraction | RequestError]:
-        """One answer per request, in order; a refused one stays its RequestError."""
-        results: list[Extraction | RequestError] = [
-            r if isinstance(r, RequestError) else _PENDING for r in requests
-        ]
-        one_shot = [
-            (i, r)
-            for i, r in enumerate(requests)
-            if isinstance(r, SignalRequest) and not r.streaming
-        ]
+    def judge(self, signal: np.ndarray) -> tuple[float | None, bool | None]:
         s = self.settings
-        for (i, req), comp in zip(
-            one_shot, self.engine.windows([r for _, r in one_shot]), strict=True
-        ):
-            n = num_windows(req.signal.shape[0], s.window, s.hop)
-            results[i] = Extraction(
-                req.frequencies, comp, n, binary=req.binary_answer, **self._served(req)
-            )
-        chunks, idxs = [], []
-        for i, r in enumerate(requests):
-            if isinstance(r, SignalRequest) and r.streaming:
-                try:
-                    chunks.append(self._continue(r))
-                    idxs.append((i, r))
-                except RequestError as err:
-                    results[i] = err
-        for (i, req), (comp, state) in zip(idxs, self.engine.stream(chunks), strict=True):
-            results[i] = Extraction(
-                state.frequencies,
-                comp,
-                None,
-                self.states.encode(state),
-                state.samples_seen,
-                req.binary_answer,
-                **self._served(req),
-            )
-        return results
-
-    def _continue(self, req: SignalRequest) -> tuple[SignalRequest, StreamState]:
-        """The chunk and the state it starts from; a continuation keeps its stream's frequencies."""
-        if req.start:
-            return req, self.engine.zero_state(req)
-        state = self.states.decode(req.state, self.settings.frequencies)
-        if req.frequencies_given and req.frequencies != state.frequencies:
-            raise BadField(
-                f"this stream extracts {list(state.frequencies)}; a chunk cannot change them "
-                "(leave 'frequencies' out, or start a new stream)"
-            )
-        return SignalRequest(req.signal, req.sample_rate, state.frequencies, state.selectors), state
-
-    def _served(self, req: SignalRequest) -> dict:
-        s = self.settings
-        res, flag = judge(req.signal, s.sample_rate, s.frequencies, s.ood_threshold)
-        return {
-            "sample_rate": s.sample_rate,
-            "model": self.model_info,
-            "residual": res,
-            "out_of_distribution": flag,
-        }
-
-    def body(self, answer: Extraction) -> dict:
-        """The JSON answer (`Extraction.to_body`)."""
-        return answer.to_body()
-
-    def reply(self, answer: Extraction) -> Reply:
-        """Body, content type and headers of one answer (`Extraction.reply`)."""
-        return answer.reply()
+        return judge(signal, s.sample_rate, s.frequencies, s.ood_threshold)

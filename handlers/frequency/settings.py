@@ -1,63 +1,26 @@
-"""Typed settings of the frequency handler, parsed once at load from the archive.
-
-Two sources: the manifest's `handler` block (what the export is: window, frequencies, graph names;
-`FrequencyExport`, which training writes) and model-config.yaml's `handler:` block (serving knobs).
-A bad value fails the load, never a request.
+"""Typed settings of the frequency handler, parsed once at load from the archive: the signal kit's
+knobs (handlers/kits/signal/settings.py) and what the lock-in export is (`FrequencyExport`, the
+manifest's `handler` block, which training writes). A bad value fails the load, never a request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from handlers.errors import ArchiveError
-from handlers.manifest import (
-    handler_block,
-    manifest_version,
-    names,
-    positive_int,
-    reject_unknown_export,
-    require,
-    text,
+from handlers.kits.signal.settings import (
+    ExportGraph,
+    GraphSpec,
+    SignalSettings,
+    frequencies,
+    served_graph,
 )
-from handlers.settings import PositiveInt, ServingSettings
+from handlers.manifest import handler_block, positive_int, reject_unknown_export, require, text
 
-
-@dataclass(frozen=True)
-class ExportGraph:
-    """One exported graph in the manifest: its input and output names and, by runtime, its file."""
-
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    files: Mapping[str, str] | None = None
-    """Runtime → file; None: the runtime's default file (model.onnx / model.pt)."""
-
-    def to_block(self) -> dict[str, Any]:
-        block: dict[str, Any] = {"inputs": list(self.inputs), "outputs": list(self.outputs)}
-        if self.files is not None:
-            block["files"] = dict(self.files)
-        return block
-
-    @classmethod
-    def from_block(cls, block: dict, name: str, needs_files: bool) -> ExportGraph:
-        where = f"manifest handler.{name}"
-        graph = require(block, name, "manifest handler block")
-        if not isinstance(graph, dict):
-            raise ArchiveError(f"{where} must be an object")
-        reject_unknown_export(graph, ("inputs", "outputs", "files"), f"frequency {name}")
-        files = require(graph, "files", where) if needs_files else graph.get("files")
-        if files is not None and (
-            not isinstance(files, dict) or not all(isinstance(f, str) for f in files.values())
-        ):
-            raise ArchiveError(f"{where}.files must map runtimes to file names, not {files!r}")
-        return cls(
-            names(require(graph, "inputs", where), f"{where}.inputs"),
-            names(require(graph, "outputs", where), f"{where}.outputs"),
-            files,
-        )
+__all__ = ["ExportGraph", "FrequencyExport", "FrequencySettings", "GraphSpec", "parse_settings"]
 
 
 @dataclass(frozen=True)
@@ -108,20 +71,12 @@ class FrequencyExport:
         naming it."""
         reject_unknown_export(block, (f.name for f in fields(cls)), "frequency")
         where = "manifest handler block"
-        frequencies = require(block, "frequencies", where)
-        if (
-            not isinstance(frequencies, list)
-            or not frequencies
-            or not all(isinstance(f, int | float) and not isinstance(f, bool) for f in frequencies)
-        ):
-            raise ArchiveError(
-                f"manifest frequencies must be a non-empty list of numbers, not {frequencies!r}"
-            )
+        served = frequencies(block)
         return cls(
             window=positive_int(require(block, "window", where), "manifest window"),
             block=positive_int(require(block, "block", where), "manifest block"),
             sample_rate=positive_int(require(block, "sample_rate", where), "manifest sample_rate"),
-            frequencies=tuple(float(f) for f in frequencies),
+            frequencies=served,
             hidden=positive_int(require(block, "hidden", where), "manifest hidden"),
             layers=positive_int(require(block, "layers", where), "manifest layers"),
             sequence=ExportGraph.from_block(block, "sequence", needs_files=False),
@@ -139,74 +94,21 @@ def _fraction(value: Any, name: str) -> float | None:
     return float(value)
 
 
-@dataclass(frozen=True)
-class GraphSpec:
-    """A graph as the runtime loads it: names, and the file for the served runtime."""
+class FrequencySettings(SignalSettings):
+    """The model-config's `handler:` block: the signal kit's knobs and the lock-in export's."""
 
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    filename: str | None = None
-    """None: the runtime's default file (model.onnx / model.pt)."""
-
-
-def _served(graph: ExportGraph, name: str, runtime: str) -> GraphSpec:
-    filename = None
-    if graph.files is not None:
-        if runtime not in graph.files:
-            raise ArchiveError(f"manifest handler.{name}.files has no {runtime!r}")
-        filename = graph.files[runtime]
-    return GraphSpec(graph.inputs, graph.outputs, filename)
-
-
-class FrequencySettings(ServingSettings):
-    """The model-config's `handler:` block: how to serve the export (the knobs every model has
-    are handlers/settings.py's), bound at load to the export (`parse_settings`). These defaults
-    are the only ones; the model-config overrides them."""
-
-    hop_setting: PositiveInt | None = Field(default=None, alias="hop")
-    """hop: samples between window starts; None: window / 2 (Hann overlap-add). `hop` is the
-    one served."""
-    max_samples: PositiveInt = 20000
-    """Longest signal (or stream chunk) accepted, samples."""
-    max_batch_samples: PositiveInt = 100000
-    """Work per batch, samples x requested frequencies: past it a request gets 503 + Retry-After."""
     mc_samples: Annotated[int, Field(ge=2)] = 32
     """MC-dropout samples for a head with hidden layers; a one-layer linear head (the exported
     one) has its dropout std computed exactly and samples nothing."""
-    explain_block: PositiveInt = 100
-    """/explanations: samples occluded together (Captum Occlusion, stride half of it)."""
-    max_explain_samples: PositiveInt = 400000
-    """Cost limit of one explanation request, sample-passes (passes x signal samples): past it
-    400 too_large before anything runs (2,000 samples x 4 frequencies take 320,000)."""
-    max_batch_explain_samples: PositiveInt = 400000
-    """Explanation work per batch, sample-passes: requests past it get 503 + Retry-After."""
 
-    # What the export is, bound at load (`parse_settings`): read as settings.<name> like the knobs.
     @property
     def export(self) -> FrequencyExport:
         return self._export
 
     @property
-    def window(self) -> int:
-        return self.export.window
-
-    @property
-    def hop(self) -> int:
-        """Samples between window starts; hop < window gives the overlap the taper blends."""
-        return self.hop_setting or self.export.window // 2
-
-    @property
     def block(self) -> int:
         """Samples per LSTM step."""
         return self.export.block
-
-    @property
-    def sample_rate(self) -> int:
-        return self.export.sample_rate
-
-    @property
-    def frequencies(self) -> tuple[float, ...]:
-        return self.export.frequencies
 
     @property
     def layers(self) -> int:
@@ -218,11 +120,11 @@ class FrequencySettings(ServingSettings):
 
     @property
     def sequence(self) -> GraphSpec:
-        return _served(self.export.sequence, "sequence", self.runtime)
+        return served_graph(self.export.sequence, "sequence", self.runtime)
 
     @property
     def step(self) -> GraphSpec:
-        return _served(self.export.step, "step", self.runtime)
+        return served_graph(self.export.step, "step", self.runtime)
 
     @property
     def head_file(self) -> str:
@@ -241,11 +143,7 @@ SERVING_KEYS = frozenset(f.alias or n for n, f in FrequencySettings.model_fields
 def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:
     """manifest.json contents + the model-config's `handler:` block → settings, or ArchiveError."""
     export = FrequencyExport.from_block(handler_block(manifest))
-    # e.g. stream_idle_s from before streams moved to the client, or the old name mc_seed
-    settings = FrequencySettings.parse(config, "frequency")
-    settings = settings.bind(export, manifest_version(manifest))
-    if not settings.hop <= export.window:
-        raise ArchiveError(f"hop must be in (0, window={export.window}], not {settings.hop}")
+    settings = FrequencySettings.bound(export, manifest, config, "frequency")
     if export.window % export.block:
         raise ArchiveError(
             f"manifest window {export.window} is not a multiple of its block {export.block}"

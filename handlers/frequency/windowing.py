@@ -1,62 +1,6 @@
-"""Split a signal into overlapping windows and stitch per-window outputs back with a taper.
+"""Windows and their overlap-add: the signal kit's (handlers/kits/signal/windowing.py), by the
+names training imports."""
 
-The LSTM starts every window from a zero state, so a window's first samples are its worst: it
-has not yet seen enough of the signal to know where in the period it is. The taper is a Hann
-window with its time axis bent (sin^2(pi * u^SKEW)), so its peak sits late in the window: where
-two windows overlap, the one that has read more of the signal keeps most of the weight until
-close to its own end. It still falls to ~0 at both ends, so the blend changes smoothly: no seam
-where one window takes over from the next. Dividing by the summed weights (not assuming they add
-up to 1) keeps the signal's own ends and any hop exact.
-"""
+from handlers.kits.signal.windowing import SKEW, num_windows, split, stitch, taper
 
-from __future__ import annotations
-
-import functools
-import math
-
-import numpy as np
-
-_FLOOR = 1e-3  # where only one window covers a sample (the signal's first samples) keep its output
-SKEW = 3.0
-"""Peak at u = 0.5 ** (1 / SKEW) of the window (0.79); 1.0 is the plain, symmetric Hann taper.
-Chosen by measurement on a window-400 model (test MSE of the 3 Hz component, 10 s): skew 1.0
-0.116, 2.0 0.056, 3.0 0.034. The price: where neighbours disagree the crossfade is shorter
-(the seam test bounds it at the served window); metrics.json reports both tapers."""
-
-
-def num_windows(length: int, window: int, hop: int) -> int:
-    return 1 if length <= window else 1 + math.ceil((length - window) / hop)
-
-
-def split(signal: np.ndarray, window: int, hop: int) -> np.ndarray:
-    """(N,) → (W, window); the tail (or a signal shorter than one window) is zero-padded."""
-    n = num_windows(signal.shape[0], window, hop)
-    padded = np.zeros((n - 1) * hop + window, dtype=signal.dtype)
-    padded[: signal.shape[0]] = signal
-    idx = np.arange(n)[:, None] * hop + np.arange(window)[None, :]
-    return padded[idx]
-
-
-def taper(window: int, skew: float = SKEW) -> np.ndarray:
-    u = (np.arange(window) + 0.5) / window
-    return (np.sin(np.pi * u**skew) ** 2 + _FLOOR).astype(np.float64)
-
-
-@functools.lru_cache(maxsize=16)
-def _shared_taper(window: int, skew: float) -> np.ndarray:
-    w = taper(window, skew)
-    w.setflags(write=False)
-    return w
-
-
-def stitch(pieces: np.ndarray, length: int, hop: int, skew: float = SKEW) -> np.ndarray:
-    """(W, window, ...) per-window outputs → (length, ...) weighted overlap-add. Trailing axes are
-    independent series stitched in one pass (every element's sums in the same order as alone)."""
-    n, window = pieces.shape[:2]
-    w = _shared_taper(window, skew).reshape(window, *([1] * (pieces.ndim - 2)))
-    total = np.zeros(((n - 1) * hop + window, *pieces.shape[2:]), dtype=np.float64)
-    weight = np.zeros((total.shape[0],) + (1,) * (pieces.ndim - 2), dtype=np.float64)
-    for k in range(n):
-        total[k * hop : k * hop + window] += pieces[k] * w
-        weight[k * hop : k * hop + window] += w
-    return (total / weight)[:length].astype(np.float32)
+__all__ = ["SKEW", "num_windows", "split", "stitch", "taper"]

@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from deploy.archive import serving_files
+from handlers.registry import get as spec_of
 from rehearsal.pod import Pod, pod_config
 from tools.registry import get, names
 
@@ -45,6 +46,9 @@ def test_an_archive_carries_the_serving_core_and_its_own_model_only(archive):
         assert not any(n.startswith(f"handlers/{other}/") for n in code), other
         assert not any(n.endswith(f"{other}_handler.py") for n in code), other
     assert not any(n.startswith(("tools/", "training/", "clients/", "bench/")) for n in code)
+    # The kits it names and no other (frequency.mar carries the signal kit, digits.mar does not).
+    kits = {n.split("/")[2] for n in code if n.startswith("handlers/kits/") and n.count("/") > 2}
+    assert kits == set(spec_of(model).kits), kits
     with zipfile.ZipFile(mar) as z:
         manifest = json.loads(z.read("MAR-INF/MANIFEST.json"))
     assert manifest["model"]["handler"] == f"{model}_handler.py"

@@ -1,0 +1,423 @@
+"""The signal kit's wire contract, both directions, in one place: the server decodes requests and
+encodes answers with it; clients, bench, the load tests and the rehearsal encode requests and
+decode answers with it (`request_json` / `request_float32`, `decode_answer`). A signal model
+serves a fixed sample rate and a list of frequencies (the components, or bands, it extracts);
+a request names the ones it wants.
+
+Wire format → `SignalRequest`: a JSON object, or a raw little-endian float32 body
+(application/octet-stream) whose parameters come in headers (`X-Sample-Rate`, `X-Frequencies: 1,3`).
+
+Streams (docs/clients.md): a JSON body starts one with `"stream": true` and continues it with
+`"state": "<the previous answer's state>"`; a float32 body does the same with the `X-Stream: start`
+and `X-Stream-State: <state>` headers. `Accept: application/octet-stream` asks for a float32 answer.
+
+The server hands each request over as a `Request` (handlers/service.py): the body (handlers/codec.py
+decodes it, as for every model) and named parts beside it (gRPC inputs, form fields), which a
+float32 request reads as parameters too; TorchServe 0.12's /predictions route does not forward the
+query string (measured: it parses the request with a null query decoder), so REST clients use
+headers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from numbers import Real
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from handlers import codec
+from handlers.codec import request_header
+from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, echo
+from handlers.kits.signal.settings import SignalSettings
+
+if TYPE_CHECKING:
+    from handlers.service import Request
+
+FLOAT32 = "application/octet-stream"
+BINARY_TYPES = (FLOAT32, "application/x-float32")
+# Header names as sent; servers look them up case-insensitively (handlers/codec.request_header).
+STREAM_HEADER = "X-Stream"
+STATE_HEADER = "X-Stream-State"
+FREQUENCIES_HEADER = "X-Frequencies"
+SAMPLE_RATE_HEADER = "X-Sample-Rate"
+SHAPE_HEADER = "X-Shape"
+SAMPLES_SEEN_HEADER = "X-Samples-Seen"
+VERSION_HEADER = "X-Model-Version"
+OOD_HEADER = "X-Out-Of-Distribution"
+RESIDUAL_HEADER = "X-Residual"
+LAYOUT = "band,frequency,sample float32le; bands signal,std"
+
+
+@dataclass(frozen=True)
+class SignalRequest:
+    signal: np.ndarray
+    """(N,) float32 samples."""
+    sample_rate: int
+    frequencies: tuple[float, ...]
+    """Requested frequencies, in request order, without repeats."""
+    selectors: tuple[int, ...]
+    """Index of each requested frequency in the served list (the one-hot position)."""
+    start: bool = False
+    """This chunk opens a stream: the answer carries the state after it."""
+    state: str | None = None
+    """The state token of a stream this chunk continues (as the client sent it, unchecked)."""
+    frequencies_given: bool = True
+    """False: the request named none (a continuation then keeps its stream's)."""
+    binary_answer: bool = False
+    """The client accepts a float32 answer (Accept: application/octet-stream)."""
+
+    @property
+    def streaming(self) -> bool:
+        return self.start or self.state is not None
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadEncoding("a request parameter is not UTF-8") from None
+    return str(value)
+
+
+def _param(request: Request, name: str) -> str | None:
+    """A parameter of a float32 request: a form field / gRPC input, else the X- header."""
+    parts = request.parts
+    value = parts.get(name)
+    if value is None:
+        value = parts.get(f"x-{name.replace('_', '-')}")
+    if value is None:
+        return request_header(request.headers, f"x-{name.replace('_', '-')}")
+    return _text(value)
+
+
+def wants_binary(headers: Mapping[str, Any]) -> bool:
+    accept = request_header(headers, "accept") or ""
+    return any(part.split(";")[0].strip().lower() in BINARY_TYPES for part in accept.split(","))
+
+
+def _float_list(values, field: str) -> np.ndarray:
+    if not isinstance(values, list):
+        raise BadField(f"'{field}' must be a JSON array of numbers")
+    # Parsed JSON holds only these types; bool is an int in Python, and true/false in a signal is
+    # a client bug, not 1.0/0.0. (A set of types: one pass in C, not an isinstance per sample.)
+    if not set(map(type, values)) <= {float, int}:
+        raise BadField(f"'{field}' must contain only numbers")
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except OverflowError:  # an integer literal beyond any float (10**400)
+        raise BadField(f"'{field}' has values outside the float32 range") from None
+
+
+_ASCII_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
+"""A number written in a header or a comma list: ASCII digits only (Python's float() also takes
+'١٠' and '1_000', which no client means)."""
+
+
+MAX_NUMBER = 1e15
+"""No parameter of this model is near this large: a bigger one (a 401-digit integer overflows a
+float) is refused before any arithmetic on it."""
+
+
+def _number(value, field: str) -> float:
+    """A JSON number, or a number written in ASCII (headers carry text), of bounded magnitude."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        number = float(value) if abs(value) <= MAX_NUMBER else math.inf  # type: ignore[operator]
+    elif isinstance(value, str) and len(value) <= 64 and _ASCII_NUMBER.fullmatch(value):
+        number = float(value)
+    else:
+        raise BadField(f"'{field}' must be a number written with ASCII digits")
+    if not abs(number) <= MAX_NUMBER:  # also NaN
+        raise BadField(f"'{field}' is out of range: {echo(value)}")
+    return number
+
+
+def _sample_rate(value, settings: SignalSettings) -> int:
+    if value is None:
+        return settings.sample_rate
+    rate = _number(value, "sample_rate")
+    if rate != settings.sample_rate:
+        raise BadField(
+            f"unsupported sample_rate {echo(value)}: this model serves {settings.sample_rate} Hz"
+        )
+    return settings.sample_rate
+
+
+def _frequencies(value, settings: SignalSettings) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    if value is None:
+        return settings.frequencies, tuple(range(len(settings.frequencies)))
+    if isinstance(value, str):
+        value = [_number(v, "frequencies") for v in value.split(",") if v.strip()]
+    freqs = _float_list(value, "frequencies")
+    if freqs.size == 0:
+        raise BadField("'frequencies' must not be empty")
+    chosen: list[float] = []
+    for f in freqs.tolist():
+        if f not in settings.frequencies:
+            served = ", ".join(f"{s:g}" for s in settings.frequencies)
+            raise BadField(f"unsupported frequency {f:g} Hz: this model extracts {served}")
+        if f not in chosen:
+            chosen.append(f)
+    return tuple(chosen), tuple(settings.frequencies.index(f) for f in chosen)
+
+
+def _priced(samples: int, settings: SignalSettings) -> None:
+    """A signal over the limit is refused from its length, before it is converted (a 6 MB body
+    is 1.6 million samples)."""
+    if samples > settings.max_samples:
+        raise TooLarge(f"'signal' has {samples} samples; the limit is {settings.max_samples}")
+
+
+def _checked_signal(signal: np.ndarray, settings: SignalSettings) -> np.ndarray:
+    if signal.ndim != 1:
+        raise BadField("'signal' must be a flat array of samples")
+    if signal.size == 0:
+        raise EmptyInput("'signal' is empty")
+    if signal.size > settings.max_samples:
+        raise TooLarge(f"'signal' has {signal.size} samples; the limit is {settings.max_samples}")
+    if not np.isfinite(signal).all():
+        raise BadField("'signal' contains NaN or infinite values")
+    if np.abs(signal).max() > np.finfo(np.float32).max:
+        raise BadField("'signal' has values outside the float32 range")
+    return signal.astype(np.float32)
+
+
+def _stream_fields(stream, state) -> tuple[bool, str | None]:
+    if stream is not None and not isinstance(stream, bool):
+        raise BadField("'stream' must be true or false")
+    if state is not None and not isinstance(state, str):
+        raise BadField("'state' must be the string a previous answer returned")
+    if stream and state is not None:
+        raise BadField("send 'stream': true to start a stream or 'state' to continue one, not both")
+    return bool(stream), state
+
+
+def _binary_stream(request: Request) -> tuple[bool, str | None]:
+    start = _param(request, "stream")
+    if start is not None and start.strip().lower() != "start":
+        raise BadField("X-Stream must be 'start' (continue a stream with X-Stream-State)")
+    state = _param(request, "stream_state")
+    return _stream_fields(True if start is not None else None, state)
+
+
+def decode_request(request: Request, settings: SignalSettings) -> SignalRequest:
+    """One request → a validated SignalRequest, or a RequestError."""
+    payload = codec.decode_request(request, binary_types=BINARY_TYPES)
+    binary = wants_binary(request.headers)
+    if payload.kind == "binary":
+        raw = payload.value
+        if len(raw) % 4:
+            raise BadEncoding(f"a float32 body must be a multiple of 4 bytes, got {len(raw)}")
+        _priced(len(raw) // 4, settings)
+        signal = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        rate = _sample_rate(_param(request, "sample_rate"), settings)
+        named = _param(request, "frequencies")
+        freqs, selectors = _frequencies(named, settings)
+        start, state = _binary_stream(request)
+        return SignalRequest(
+            _checked_signal(signal, settings), rate, freqs, selectors,
+            start, state, named is not None, binary,
+        )  # fmt: skip
+    # A text body is JSON sent as text/plain (curl's default); this model reads no prose.
+    body = codec.parse_json(payload.value) if payload.kind == "text" else payload.value
+    if not isinstance(body, dict):
+        raise BadField("the JSON body must be an object with a 'signal' array")
+    if "signal" not in body:
+        raise BadField("the JSON body has no 'signal' field")
+    if isinstance(body["signal"], list):
+        _priced(len(body["signal"]), settings)
+    signal = _float_list(body["signal"], "signal")
+    rate = _sample_rate(body.get("sample_rate"), settings)
+    freqs, selectors = _frequencies(body.get("frequencies"), settings)
+    start, state = _stream_fields(body.get("stream"), body.get("state"))
+    return SignalRequest(
+        _checked_signal(signal, settings), rate, freqs, selectors,
+        start, state, body.get("frequencies") is not None, binary,
+    )  # fmt: skip
+
+
+def json_floats(x: np.ndarray, decimals: int = 7) -> list[float]:
+    """float32 samples as short JSON numbers, rounded far below the 1e-5 streaming tolerance."""
+    return np.round(x.astype(np.float64), decimals).tolist()
+
+
+# --- the client's side: requests out, answers in -------------------------------------------
+
+
+def _frequency_list(frequencies: Iterable[float]) -> str:
+    return ",".join(f"{float(f):g}" for f in frequencies)
+
+
+def request_json(
+    signal,
+    frequencies: Iterable[float] | None = None,
+    sample_rate: float | None = None,
+    stream: bool = False,
+    state: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body of a request (REST or gRPC): a stream starts with `stream`, goes on with the
+    previous answer's `state`."""
+    body: dict[str, Any] = {"signal": np.asarray(signal, np.float32).tolist()}
+    if frequencies is not None:
+        body["frequencies"] = [float(f) for f in frequencies]
+    if sample_rate is not None:
+        body["sample_rate"] = sample_rate
+    if state is not None:
+        body["state"] = state
+    elif stream:
+        body["stream"] = True
+    return body
+
+
+def request_float32(
+    signal,
+    frequencies: Iterable[float] | None = None,
+    sample_rate: float | None = None,
+    stream: bool = False,
+    state: str | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """A float32 request (REST only): raw samples, parameters in headers, a float32 answer."""
+    headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
+    if frequencies is not None:
+        headers[FREQUENCIES_HEADER] = _frequency_list(frequencies)
+    if sample_rate is not None:
+        headers[SAMPLE_RATE_HEADER] = f"{sample_rate:g}"
+    if state is not None:
+        headers[STATE_HEADER] = state
+    elif stream:
+        headers[STREAM_HEADER] = "start"
+    return np.asarray(signal, "<f4").tobytes(), headers
+
+
+@dataclass(frozen=True)
+class SignalAnswer:
+    """One decoded answer, whichever form it came in."""
+
+    frequencies: tuple[float, ...]
+    signal: np.ndarray
+    """(F, n) extracted sinusoid per frequency."""
+    std: np.ndarray
+    """(F, n) MC-dropout spread per sample."""
+    samples_seen: int | None = None
+    """A stream's samples so far, this chunk included (None: one-shot)."""
+    state: str | None = None
+    model_version: str | None = None
+    sample_rate: int | None = None
+    out_of_distribution: bool | None = None
+    """True: the input is not one the model serves (its residual is past the threshold set in
+    training); None: not judged (too short, or an export without a threshold)."""
+    residual: float | None = None
+    """Share of the input's energy outside the served frequencies (the model's out-of-distribution judge)."""
+
+
+def _flag(text: str | None) -> bool | None:
+    return None if text in (None, "", "null") else text == "true"
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    return request_header(dict(headers), name)
+
+
+def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) -> SignalAnswer:
+    """A JSON answer (the parsed dict), or a float32 one: (2, F, n) little-endian, signal then
+    std, its layout in the headers."""
+    if isinstance(body, dict):
+        comps = body["components"]
+        return SignalAnswer(
+            tuple(float(c["frequency"]) for c in comps),
+            np.array([c["signal"] for c in comps], dtype=np.float32),
+            np.array([c["std"] for c in comps], dtype=np.float32),
+            body.get("samples_seen"),
+            body.get("state"),
+            (body.get("model") or {}).get("version"),
+            body.get("sample_rate"),
+            body.get("out_of_distribution"),
+            body.get("residual"),
+        )
+    headers = headers or {}
+    shape = tuple(int(d) for d in (_header(headers, SHAPE_HEADER) or "").split(","))
+    data = np.frombuffer(body, dtype="<f4").reshape(shape)
+    seen = _header(headers, SAMPLES_SEEN_HEADER)
+    rate = _header(headers, SAMPLE_RATE_HEADER)
+    res = _header(headers, RESIDUAL_HEADER)
+    return SignalAnswer(
+        tuple(float(f) for f in (_header(headers, FREQUENCIES_HEADER) or "").split(",") if f),
+        data[0],
+        data[1],
+        int(seen) if seen is not None else None,
+        _header(headers, STATE_HEADER),
+        _header(headers, VERSION_HEADER),
+        int(rate) if rate is not None else None,
+        _flag(_header(headers, OOD_HEADER)),
+        float(res) if res not in (None, "", "null") else None,
+    )
+
+
+# --- the server's side: answers out ------------------------------------------------------
+
+
+def stream_headers(state: str | None, samples_seen: int | None) -> dict[str, str]:
+    """A stream's state travels in every answer's headers (and in a JSON body)."""
+    if state is None:
+        return {}
+    return {STATE_HEADER: state, SAMPLES_SEEN_HEADER: str(samples_seen)}
+
+
+def answer_json(
+    frequencies: tuple[float, ...],
+    signal: np.ndarray,
+    std: np.ndarray,
+    sample_rate: int,
+    model: dict,
+    state: str | None = None,
+    samples_seen: int | None = None,
+    out_of_distribution: bool | None = None,
+    residual: float | None = None,
+) -> dict:
+    """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
+    body: dict = {
+        "sample_rate": sample_rate,
+        "out_of_distribution": out_of_distribution,
+        "residual": residual,
+        "components": [
+            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
+        ],
+        "model": dict(model),
+    }
+    if state is not None:
+        body["state"] = state
+        body["samples_seen"] = samples_seen
+    return body
+
+
+def answer_float32(
+    frequencies: tuple[float, ...],
+    signal: np.ndarray,
+    std: np.ndarray,
+    sample_rate: int,
+    version: str,
+    state: str | None = None,
+    samples_seen: int | None = None,
+    out_of_distribution: bool | None = None,
+    residual: float | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """The float32 answer: (2, F, N) little-endian, the signals then the std bands, one row per
+    frequency in X-Frequencies order; its headers describe the layout. `version` must already
+    be a safe header value."""
+    data = np.stack([signal, std]).astype("<f4", copy=False)
+    headers = {
+        SHAPE_HEADER: ",".join(str(d) for d in data.shape),
+        "X-Layout": LAYOUT,
+        FREQUENCIES_HEADER: _frequency_list(frequencies),
+        SAMPLE_RATE_HEADER: str(sample_rate),
+        VERSION_HEADER: version,
+        OOD_HEADER: "null" if out_of_distribution is None else str(out_of_distribution).lower(),
+        RESIDUAL_HEADER: "null" if residual is None else f"{residual:.6g}",
+    }
+    return data.tobytes(), headers | stream_headers(state, samples_seen)

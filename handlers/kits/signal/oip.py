@@ -1,0 +1,87 @@
+"""The signal kit's tensor contract (handlers/tensors.py; served by oip/): one signal per request as
+the FP32 input `signal` (samples); the options as request parameters (`frequencies` "1,3",
+`sample_rate`, `stream` true to start a stream, `state` to continue one: or `state` as a BYTES
+input). The answer is the float32 one TorchServe gives `Accept: application/octet-stream` clients:
+`signal` and `std` (frequencies x samples) exactly as computed, and a stream's next `state`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from handlers.codec import Reply
+from handlers.errors import BadField
+from handlers.kits.signal import codec
+from handlers.kits.signal.settings import SignalSettings
+from handlers.tensors import Native, Output, Tensor, flag, texts
+
+
+def inputs(settings: SignalSettings) -> tuple[Tensor, ...]:
+    return (
+        Tensor("signal", "FP32", (-1,)),
+        Tensor("state", "BYTES", (1,), optional=True),
+    )
+
+
+def outputs(settings: SignalSettings) -> tuple[Tensor, ...]:
+    return (
+        Tensor("signal", "FP32", (-1, -1)),
+        Tensor("std", "FP32", (-1, -1)),
+        Tensor("frequencies", "FP64", (-1,)),
+        Tensor("sample_rate", "INT64", (1,)),
+        Tensor("residual", "FP64", (1,), optional=True),
+        Tensor("out_of_distribution", "BOOL", (1,), optional=True),
+        Tensor("state", "BYTES", (1,), optional=True),
+        Tensor("samples_seen", "INT64", (1,), optional=True),
+    )
+
+
+def _parameter(parameters: dict[str, Any], name: str) -> str | None:
+    value = parameters.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise BadField(f"parameter {name!r} must be a string or a number, not {value!r}")
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def native(
+    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: SignalSettings
+) -> Native:
+    """The float32 request a binary client sends: the samples as the body, the options as its
+    headers (the model's own checks and limits apply)."""
+    state = _parameter(parameters, "state")
+    if "state" in tensors:
+        if state is not None:
+            raise BadField('send the state once: as the "state" input or the parameter')
+        [state] = texts(tensors["state"], "state")
+    signal = tensors["signal"].astype("<f4", copy=False)
+    _, headers = codec.request_float32(signal, stream=flag(parameters, "stream"), state=state)
+    for name, header in (
+        ("frequencies", codec.FREQUENCIES_HEADER),
+        ("sample_rate", codec.SAMPLE_RATE_HEADER),
+    ):
+        value = _parameter(parameters, name)
+        if value is not None:
+            headers[header] = value
+    return Native(signal.tobytes(), headers)
+
+
+def answer(reply: Reply, settings: SignalSettings) -> list[Output]:
+    body = reply.body.encode() if isinstance(reply.body, str) else reply.body
+    got = codec.decode_answer(body, reply.headers)
+    out = [
+        Output("signal", "FP32", np.ascontiguousarray(got.signal)),
+        Output("std", "FP32", np.ascontiguousarray(got.std)),
+        Output("frequencies", "FP64", np.array(got.frequencies, np.float64)),
+        Output("sample_rate", "INT64", np.array([got.sample_rate or 0], np.int64)),
+    ]
+    if got.residual is not None:
+        out.append(Output("residual", "FP64", np.array([got.residual], np.float64)))
+    if got.out_of_distribution is not None:
+        out.append(Output("out_of_distribution", "BOOL", np.array([got.out_of_distribution])))
+    if got.state is not None:
+        out.append(Output("state", "BYTES", np.array([got.state.encode()], dtype=object)))
+        out.append(Output("samples_seen", "INT64", np.array([got.samples_seen or 0], np.int64)))
+    return out

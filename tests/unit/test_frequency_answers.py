@@ -1,0 +1,76 @@
+"""frequency answers as it did before the signal kit, to the bit: every answer and refusal of
+tests/support/frequency_answers.py's requests (one-shot signals of several lengths, streams over
+several chunks carrying the returned state, explanations, budget refusals, every bad-input kind,
+JSON and float32 bodies and answers) from this checkout's handlers/ equals that of handlers/ at
+BEFORE, read from git history, over the same tiny export and runtime, states signed with the same
+key."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+from tests.support import frequency_answers
+
+ROOT = Path(__file__).resolve().parents[2]
+BEFORE = "ea002ff705e4e488ef9e93e50937a62ac9847e9c"
+"""main before the signal kit: the frequency code it was checked against."""
+
+
+def answers_at(commit: str, artifacts: Path, tmp: Path) -> list[list[dict]]:
+    """The answers of handlers/ as of `commit`, in a process that imports only that code."""
+    archive = subprocess.run(
+        ["git", "archive", commit, "handlers"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    code = tmp / "code"
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(code, filter="data")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(code)}
+    out = tmp / "answers.json"
+    script = Path(frequency_answers.__file__)
+    subprocess.run(
+        [sys.executable, str(script), str(artifacts), str(out)], env=env, cwd=tmp, check=True
+    )
+    return json.loads(out.read_text())
+
+
+def test_frequency_answers_and_refusals_are_those_before_the_kit(frequency_artifacts, tmp_path):
+    before = answers_at(BEFORE, frequency_artifacts, tmp_path)
+    now = frequency_answers.answers(frequency_artifacts)
+    assert len(now) == len(before)
+    for n, (a, b) in enumerate(zip(now, before, strict=True)):
+        assert a == b, f"batch {n} differs"
+    # The set covers what it says: answers in both forms, streams carried over every chunk,
+    # explanations, and refusals of each kind the codec, the states and the budgets give.
+    results = [r for batch in now for r in batch]
+    replies = [r for r in results if "reply" in r]
+    kinds = Counter(r["content_type"] for r in replies)
+    assert kinds["application/json"] >= 40 and kinds["application/octet-stream"] >= 15, kinds
+    chunks = [r for r in replies if "X-Stream-State" in r["headers"]]
+    assert len(chunks) >= 4 * 7, len(chunks)  # 4 streams, opened and continued 6 times
+    assert max(int(r["headers"]["X-Samples-Seen"]) for r in chunks) >= 300 + 370
+    bodies = [
+        json.loads(base64.b64decode(r["reply"]))
+        for r in replies
+        if r["content_type"] == "application/json"
+    ]
+    assert sum("attributions" in b for b in bodies) >= 4
+    errors = Counter((r["status"], r["kind"]) for r in results if "error" in r)
+    for kind in (
+        (400, "bad_field"),
+        (400, "bad_encoding"),
+        (400, "too_large"),
+        (400, "empty_input"),
+        (400, "bad_state"),
+        (409, "stale_state"),
+        (415, "unsupported_media_type"),
+    ):
+        assert errors[kind] >= 1, (kind, errors)
+    assert errors[(503, "overloaded")] >= 3, errors  # the sample budget and the explanation one
