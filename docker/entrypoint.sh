@@ -52,8 +52,10 @@ mkdir -p model_store
 # Protocol server (`python -m oip`, KServe's model server, from the image's venv-oip) over the same
 # archives in model_store/, with the same request-size limit (max_request_size). Its REST and gRPC
 # listen on OIP_HTTP_PORT and OIP_GRPC_PORT (8080 and 7070: where the pod's door finds TorchServe)
-# on OIP_HOST: loopback, behind the door, which checks the client tokens; any other address needs
-# OIP_TOKEN_FILE (the client tokens, one a line), as TorchServe without tokens stays on loopback.
+# on OIP_HOST: loopback, behind the door (docker/proxy.sh with RUNTIME=oip), which checks the
+# client tokens; any other address needs OIP_TOKEN_FILE (the client tokens, one a line), as
+# TorchServe without tokens stays on loopback. The handlers' Prometheus metrics listen on
+# OIP_METRICS_PORT (8082: TorchServe's metrics port, where the door's metrics port finds it).
 RUNTIME="${RUNTIME:-torchserve}"
 case "$RUNTIME" in
     torchserve) ;;
@@ -73,7 +75,7 @@ case "$RUNTIME" in
             exit 78
         fi
         set -- "$auth" --host "$host" --http-port "${OIP_HTTP_PORT:-8080}" \
-            --grpc-port "${OIP_GRPC_PORT:-7070}" --work-dir "${TMPDIR:-/tmp}/oip-models" \
+            --grpc-port "${OIP_GRPC_PORT:-7070}" --metrics-port "${OIP_METRICS_PORT:-8082}" --work-dir "${TMPDIR:-/tmp}/oip-models" \
             ${max:+--max-request-bytes "$max"} "$@"
         found=
         for mar in model_store/*.mar; do

@@ -1,6 +1,7 @@
-"""The pod's door (docker/proxy.sh + docker/haproxy.cfg with PROXY_OIP set, as a RUNTIME=oip pod
-runs it) in front of a real Open Inference Protocol server (oip/, `--no-auth` on loopback, as the
-entrypoint starts it behind the door) serving the tiny sentiment archive.
+"""The pod's door (docker/proxy.sh + docker/haproxy.cfg) in front of a real Open Inference Protocol
+server, started as a RUNTIME=oip pod runs them (rehearsal/pod.py: docker/entrypoint.sh starts the
+OIP server, oip/, on loopback without tokens; proxy.sh the door with PROXY_OIP; docker/probe.py
+says ready), serving the tiny sentiment archive.
 
 Through the door: the protocol's health, metadata and inference routes and RPCs answer (tritonclient
 over REST and gRPC); everything else (KServe's /docs, /openapi.json, /metrics, v1, the repository
@@ -14,7 +15,9 @@ and nowhere on its public one.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
 import time
 from pathlib import Path
 
@@ -23,63 +26,62 @@ import numpy as np
 import pytest
 import requests
 
-from deploy import local_door
-from rehearsal.pod import free_port
-from tests.fixtures.oip import OipServer, start_oip
+from rehearsal.pod import Pod, pod_config
+from tests.fixtures.oip import OipServer
 from tests.support.oip_client import pack
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
+
 TOKEN, OLD_TOKEN = "oip-door-token", "oip-door-old-token"
-MAX_REQUEST = 1 << 20  # the OIP server's --max-request-bytes default: the same limit at both
 SERVICE = "/inference.GRPCInferenceService"
+CONFIG = pod_config("cpu")
+MAX_REQUEST = int(CONFIG["max_request_size"])
+"""The ConfigMap's max_request_size: the door's limit and the OIP server's (the entrypoint's)."""
 
 
 class Door:
-    def __init__(self, run: Path, env: dict[str, str], oip: OipServer):
-        self.run, self.env, self.oip = run, env, oip
-        self.http = f"http://127.0.0.1:{env['PROXY_HTTP_PORT']}"
-        self.grpc = f"127.0.0.1:{env['PROXY_GRPC_PORT']}"
-        self.metrics = f"http://127.0.0.1:{env['PROXY_METRICS_PORT']}"
-        self.health = int(env["PROXY_HEALTH_PORT"])
+    """The pod's door and what it fronts, as a test reads them."""
+
+    def __init__(self, pod: Pod):
+        self.pod = pod
+        self.http = pod.http
+        self.grpc = pod.grpc
+        self.metrics = f"http://127.0.0.1:{pod.ports['proxy_metrics']}"
+        self.health = pod.ports["proxy_health"]
 
     def client(self) -> OipServer:
         """tritonclient through the door (OipServer.run with the door's ports and token)."""
-        http, grpc_port = int(self.env["PROXY_HTTP_PORT"]), int(self.env["PROXY_GRPC_PORT"])
-        return OipServer(http, grpc_port, TOKEN, self.oip.process, self.oip.log)
+        ports = self.pod.ports
+        server = self.pod.procs["torchserve"]
+        return OipServer(ports["proxy_http"], ports["proxy_grpc"], TOKEN, server, self.log)
+
+    @property
+    def log(self) -> Path:
+        """The OIP server's output (the entrypoint execs it): one access line per request."""
+        return self.pod.root / "torchserve.log"
 
     def server_log(self) -> str:
-        return self.oip.log.read_text(errors="replace")
+        return self.log.read_text(errors="replace")
 
 
 @pytest.fixture(scope="module")
 def door(sentiment_archive, tmp_path_factory):
-    work = tmp_path_factory.mktemp("oip-door")
-    oip = start_oip(work / "oip", [Path(sentiment_archive)], no_auth=True)
-    tokens = work / "tokens"
-    tokens.write_text(f"{OLD_TOKEN}\n{TOKEN}\n")
-    run = work / "door"
-    env = local_door.door_env(
-        {"max_request_size": str(MAX_REQUEST)},
-        run,
-        f"127.0.0.1:{oip.http}",
-        f"127.0.0.1:{oip.grpc}",
-        listen=("127.0.0.1", free_port(), free_port()),
-        PROXY_METRICS_PORT=str(free_port()),
-        PROXY_HEALTH_PORT=str(free_port()),
-        TS_METRICS=f"127.0.0.1:{oip.metrics}",
-        PROXY_OIP="1",
-        PROXY_TOKENS=str(tokens),
-    )
-    del env["PROXY_TORCHSERVE_AUTH"]  # the pod's way: the door checks the tokens
+    """One pod the Deployment's way with RUNTIME=oip on both containers: docker/entrypoint.sh
+    starts the OIP server on loopback without tokens, docker/proxy.sh the door in front of it,
+    docker/probe.py says when both are ready."""
+    pod = Pod(
+        tmp_path_factory.mktemp("oip-door"),
+        {"sentiment": Path(sentiment_archive)},
+        [OLD_TOKEN, TOKEN],
+        CONFIG,
+        runtime="oip",
+    ).start()
     try:
-        local_door.start(env, run)
-        door = Door(run, env, oip)
-        local_door.wait_ready(door.health, 60)
-        yield door
+        yield Door(pod)
     finally:
-        local_door.stop(run)
-        oip.stop()
+        pod.drain(pre_stop=0)
 
 
 def auth(token: str = TOKEN, **extra: str) -> dict[str, str]:
@@ -466,3 +468,15 @@ def test_the_handlers_metrics_are_on_the_doors_metrics_port_only(door):
     assert public.status_code == 404 and public.json()["kind"] == "not_found"
     other = requests.get(f"{door.metrics}/v2/health/ready", timeout=10)
     assert other.status_code == 404 and other.json()["kind"] == "not_found"
+
+
+def test_the_door_refuses_a_runtime_it_does_not_know(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{TOKEN}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PROXY_", "RUNTIME"))}
+    env |= {"RUNTIME": "triton", "PROXY_TOKENS": str(tokens), "MAX_REQUEST_SIZE": "1024"}
+    env |= {"PROXY_RUN_DIR": str(tmp_path / "run"), "PROXY_LISTEN": "127.0.0.1"}
+    out = subprocess.run(
+        [str(ROOT / "docker" / "proxy.sh")], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 78 and "RUNTIME=triton" in out.stderr
