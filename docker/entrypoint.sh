@@ -61,11 +61,13 @@ case "$RUNTIME" in
     torchserve) ;;
     oip)
         if ! [ -x "${OIP_PYTHON:-/opt/venv-oip/bin/python}" ]; then
-            echo "entrypoint: RUNTIME=oip: no ${OIP_PYTHON:-/opt/venv-oip/bin/python} in this image (the CPU image carries the OIP server)" >&2
+            echo "entrypoint: RUNTIME=oip: no ${OIP_PYTHON:-/opt/venv-oip/bin/python} in this image (the serving images carry the OIP server)" >&2
             exit 78
         fi
         host="${OIP_HOST:-127.0.0.1}"
         max=$(sed -n 's/^max_request_size=//p' config.properties)
+        # number_of_gpu (the GPU overlay's 1): each model's workers spread over that many GPUs.
+        gpus=$(sed -n 's/^number_of_gpu=//p' config.properties)
         if [ -n "${OIP_TOKEN_FILE:-}" ]; then
             auth="--token-file=$OIP_TOKEN_FILE"
         elif [ "$host" = 127.0.0.1 ]; then
@@ -76,7 +78,7 @@ case "$RUNTIME" in
         fi
         set -- "$auth" --host "$host" --http-port "${OIP_HTTP_PORT:-8080}" \
             --grpc-port "${OIP_GRPC_PORT:-7070}" --metrics-port "${OIP_METRICS_PORT:-8082}" --work-dir "${TMPDIR:-/tmp}/oip-models" \
-            ${max:+--max-request-bytes "$max"} "$@"
+            ${max:+--max-request-bytes "$max"} --gpus "${gpus:-0}" "$@"
         found=
         for mar in model_store/*.mar; do
             [ -f "$mar" ] || continue

@@ -180,9 +180,24 @@ def archive_config(model_dir: Path) -> dict[str, Any]:
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
-def build_model(name: str, model_dir: Path, token: Token, metrics: Any = None) -> Any:
+def worker_devices(workers: int, gpus: int, environ: dict | None = None) -> list[str]:
+    """Each worker's device, as TorchServe hands them out: worker i gets GPU i % gpus
+    (config.properties' number_of_gpu), none without GPUs; handlers.runtime decides what that GPU
+    is (cuda:i where torch sees it, else the CPU, said in the log; with TS_REQUIRE_GPU=1 anything
+    but a usable CUDA device is an ArchiveError: the server does not start, saying why)."""
+    from handlers.runtime import device_from_properties
+
+    return [
+        device_from_properties({"gpu_id": i % gpus} if gpus > 0 else {}, environ)
+        for i in range(workers)
+    ]
+
+
+def build_model(
+    name: str, model_dir: Path, token: Token, metrics: Any = None, gpus: int = 0
+) -> Any:
     """The KServe `Model` serving one archive; `metrics`: the handlers' Telemetry sink
-    (oip/metrics.PrometheusMetrics), None: no metrics."""
+    (oip/metrics.PrometheusMetrics), None: no metrics; `gpus`: GPUs to spread workers over."""
     import kserve
     from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 
@@ -192,9 +207,13 @@ def build_model(name: str, model_dir: Path, token: Token, metrics: Any = None) -
     telemetry = Telemetry(metrics, name)
     services = [
         ModelService.from_dir(
-            model_dir, name=name, config=serving_config(model_dir), telemetry=telemetry
+            model_dir,
+            name=name,
+            config=serving_config(model_dir),
+            device=device,
+            telemetry=telemetry,
         )
-        for _ in range(workers)
+        for device in worker_devices(workers, gpus)
     ]
     contract = Contract(str(read_manifest(model_dir).get("model", name)), services[0].settings)
     batcher = Batcher(
@@ -662,6 +681,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=DEFAULT_METRICS_PORT,
         help="the handlers' Prometheus metrics on http://HOST:PORT/metrics (0: none)",
     )
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="GPUs to spread each model's workers over (config.properties' number_of_gpu)",
+    )
     p.add_argument("--work-dir", type=Path, default=None, help="where archives are unpacked")
     return p.parse_args(argv)
 
@@ -685,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
 
     metrics = PrometheusMetrics() if args.metrics_port else None
     models = [
-        build_model(name, path, token, metrics)
+        build_model(name, path, token, metrics, args.gpus)
         for name, path in (load(m, work) for m in args.models)
     ]
     if metrics is not None:
