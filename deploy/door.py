@@ -79,6 +79,19 @@ ANSWERS: dict[str, DoorAnswer] = {
     "overloaded-replica": DoorAnswer("overloaded", "replica full or not serving, retry"),
     "timeout-request": DoorAnswer("timeout", "the request did not arrive in time"),
     "timeout-torchserve": DoorAnswer("timeout", "TorchServe did not answer in time"),
+    "not_found-oip": DoorAnswer(
+        "not_found",
+        "not served here: this replica serves the Open Inference Protocol's GET /v2, "
+        "/v2/health/live, /v2/health/ready, /v2/models/<model>[/versions/<v>][/ready] and "
+        "POST /v2/models/<model>[/versions/<v>]/infer",
+    ),
+    "method_not_allowed-oip-read": DoorAnswer(
+        "method_not_allowed", "use GET for /v2, /v2/health/* and /v2/models/<model>[/ready]"
+    ),
+    "method_not_allowed-oip-infer": DoorAnswer(
+        "method_not_allowed", "use POST for /v2/models/<model>/infer"
+    ),
+    "timeout-oip": DoorAnswer("timeout", "the model server did not answer in time"),
     "not_found-torchserve": DoorAnswer("not_found", TS_REASON),
     "unauthorized-torchserve": DoorAnswer("unauthorized", TS_REASON),
     "internal-torchserve": DoorAnswer("internal", TS_REASON),

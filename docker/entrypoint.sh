@@ -52,18 +52,22 @@ mkdir -p model_store
 # Protocol server (`python -m oip`, KServe's model server, from the image's venv-oip) over the same
 # archives in model_store/, with the same request-size limit (max_request_size). Its REST and gRPC
 # listen on OIP_HTTP_PORT and OIP_GRPC_PORT (8080 and 7070: where the pod's door finds TorchServe)
-# on OIP_HOST: loopback, behind the door, which checks the client tokens; any other address needs
-# OIP_TOKEN_FILE (the client tokens, one a line), as TorchServe without tokens stays on loopback.
+# on OIP_HOST: loopback, behind the door (docker/proxy.sh with RUNTIME=oip), which checks the
+# client tokens; any other address needs OIP_TOKEN_FILE (the client tokens, one a line), as
+# TorchServe without tokens stays on loopback. The handlers' Prometheus metrics listen on
+# OIP_METRICS_PORT (8082: TorchServe's metrics port, where the door's metrics port finds it).
 RUNTIME="${RUNTIME:-torchserve}"
 case "$RUNTIME" in
     torchserve) ;;
     oip)
         if ! [ -x "${OIP_PYTHON:-/opt/venv-oip/bin/python}" ]; then
-            echo "entrypoint: RUNTIME=oip: no ${OIP_PYTHON:-/opt/venv-oip/bin/python} in this image (the CPU image carries the OIP server)" >&2
+            echo "entrypoint: RUNTIME=oip: no ${OIP_PYTHON:-/opt/venv-oip/bin/python} in this image (the serving images carry the OIP server)" >&2
             exit 78
         fi
         host="${OIP_HOST:-127.0.0.1}"
         max=$(sed -n 's/^max_request_size=//p' config.properties)
+        # number_of_gpu (the GPU overlay's 1): each model's workers spread over that many GPUs.
+        gpus=$(sed -n 's/^number_of_gpu=//p' config.properties)
         if [ -n "${OIP_TOKEN_FILE:-}" ]; then
             auth="--token-file=$OIP_TOKEN_FILE"
         elif [ "$host" = 127.0.0.1 ]; then
@@ -73,8 +77,8 @@ case "$RUNTIME" in
             exit 78
         fi
         set -- "$auth" --host "$host" --http-port "${OIP_HTTP_PORT:-8080}" \
-            --grpc-port "${OIP_GRPC_PORT:-7070}" --work-dir "${TMPDIR:-/tmp}/oip-models" \
-            ${max:+--max-request-bytes "$max"} "$@"
+            --grpc-port "${OIP_GRPC_PORT:-7070}" --metrics-port "${OIP_METRICS_PORT:-8082}" --work-dir "${TMPDIR:-/tmp}/oip-models" \
+            ${max:+--max-request-bytes "$max"} --gpus "${gpus:-0}" "$@"
         found=
         for mar in model_store/*.mar; do
             [ -f "$mar" ] || continue

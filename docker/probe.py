@@ -10,6 +10,10 @@
                       /ping through the pod proxy with a client token, and URL (HAProxy's
                       /ready: its REST and gRPC paths to TorchServe are up) answers 200
 
+    RUNTIME=oip (the pod's switch: docs/oip.md): the Open Inference Protocol server's own health
+                      routes instead, /v2/health/live for live and /v2/health/ready (every model
+                      it serves is ready) for ready; through the door with the client token
+
 /ping answers 200 before any model has loaded, so readiness also asks the management API, on
 loopback, for each model's workers. In a pod TorchServe runs with token authorization off behind
 the proxy (docs/kubernetes.md, threat model); where it is on (config.properties in the working
@@ -68,9 +72,21 @@ def authorized(url: str, kind: str, args: argparse.Namespace) -> tuple[int, byte
 
 
 def check_ping(args: argparse.Namespace) -> str | None:
+    if args.runtime == "oip":
+        return check_oip(args, "/v2/health/live")
     status, body = authorized(f"{args.inference}/ping", "inference", args)
     if status != 200:
         return f"/ping answered {status}: {body[:200]!r}"
+    return None
+
+
+def check_oip(args: argparse.Namespace, path: str) -> str | None:
+    """An OIP server's health route (the door's client token where one is given; the server
+    behind the door reads none on these routes)."""
+    token = args.token_file.read_text().split()[0] if args.token_file is not None else None
+    status, body = call(f"{args.inference}{path}", token, args.timeout)
+    if status != 200:
+        return f"{path} answered {status}: {body[:200]!r}"
     return None
 
 
@@ -126,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per HTTP call")
     p.add_argument(
+        "--runtime",
+        choices=["torchserve", "oip"],
+        default=os.environ.get("RUNTIME") or "torchserve",
+        help="the server behind (default: $RUNTIME, as the entrypoint reads it)",
+    )
+    p.add_argument(
         "--logs",
         type=Path,
         help="TorchServe's log folder, for a model's load failure (default: $LOG_LOCATION, else "
@@ -138,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         problem = check_ping(args) or check_required(args)
         if problem is None and args.check == "ready":
-            problem = check_models(args)
+            oip = args.runtime == "oip"
+            problem = check_oip(args, "/v2/health/ready") if oip else check_models(args)
     except (OSError, ValueError, KeyError) as e:  # no key file yet, server not listening, bad JSON
         problem = f"{type(e).__name__}: {e}"
     if problem:

@@ -8,10 +8,21 @@
 #   and HAProxy reloads on a change (master-worker: old connections finish on the old tokens).
 # SIGTERM (after preStop) becomes HAProxy's soft stop: stop listening, finish in-flight requests.
 #
+# RUNTIME=oip (the pod's switch, set on both containers) fronts the Open Inference Protocol server
+# instead: PROXY_OIP selects the cfg's OIP allow-lists and backends (docs/oip.md).
+#
 # With PROXY_TORCHSERVE_AUTH set (`make serve`, deploy/local_door.py) TorchServe checks its own
 # tokens: the door reads no Secret, checks no token and passes the client's on.
 set -eu
 
+case "${RUNTIME:-torchserve}" in
+    torchserve) ;;
+    oip) export PROXY_OIP=1 ;;
+    *)
+        echo "proxy: RUNTIME=$RUNTIME: torchserve (the default) or oip" >&2
+        exit 78
+        ;;
+esac
 TOKENS="${PROXY_TOKENS:-/var/run/secrets/inference/tokens}"
 CFG="${PROXY_CONFIG:-$(dirname "$0")/haproxy.cfg}"
 RUN="${PROXY_RUN_DIR:-${TMPDIR:-/tmp}/proxy}"

@@ -12,6 +12,11 @@ Per-request status: a refused request raises `Refused`, which answers REST with 
 status and `{"error", "kind"}` body (Retry-After on 503), and gRPC with its own status code and
 the same JSON as details; its batch neighbours are answered.
 
+Metrics: the handlers' own (handlers/telemetry.py: batches, stage latencies, refusals by kind,
+predictions, uncertainty) in Prometheus format on `--metrics-port` (oip/metrics.py), under the
+names TorchServe's metrics listener gives them; refusals of a request's tensors, before the model
+sees it, are counted as the model's own are.
+
 Auth: inference needs `Authorization: Bearer <token>` (gRPC: `authorization` metadata), the
 token read from --token-file, which is written (0600, random) when it does not exist; health and
 metadata routes are open, as a generic client reads them first. --no-auth is for a pod whose door
@@ -45,6 +50,7 @@ from handlers.errors import (
 from handlers.errors import error_body as error_body_of
 from handlers.manifest import read_manifest
 from handlers.service import ModelService, serving_config
+from handlers.telemetry import Telemetry
 from handlers.tensors import flag
 from oip.batcher import Batcher
 from oip.contract import (
@@ -59,6 +65,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HTTP_PORT = 8095
 DEFAULT_GRPC_PORT = 8096
+DEFAULT_METRICS_PORT = 8097
 
 
 def grpc_code(err: RequestError) -> Any:
@@ -173,16 +180,40 @@ def archive_config(model_dir: Path) -> dict[str, Any]:
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
-def build_model(name: str, model_dir: Path, token: Token) -> Any:
+def worker_devices(workers: int, gpus: int, environ: dict | None = None) -> list[str]:
+    """Each worker's device, as TorchServe hands them out: worker i gets GPU i % gpus
+    (config.properties' number_of_gpu), none without GPUs; handlers.runtime decides what that GPU
+    is (cuda:i where torch sees it, else the CPU, said in the log; with TS_REQUIRE_GPU=1 anything
+    but a usable CUDA device is an ArchiveError: the server does not start, saying why)."""
+    from handlers.runtime import device_from_properties
+
+    return [
+        device_from_properties({"gpu_id": i % gpus} if gpus > 0 else {}, environ)
+        for i in range(workers)
+    ]
+
+
+def build_model(
+    name: str, model_dir: Path, token: Token, metrics: Any = None, gpus: int = 0
+) -> Any:
+    """The KServe `Model` serving one archive; `metrics`: the handlers' Telemetry sink
+    (oip/metrics.PrometheusMetrics), None: no metrics; `gpus`: GPUs to spread workers over."""
     import kserve
     from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 
     Refused = _refused_class()
     ts = archive_config(model_dir)
     workers = int(ts.get("minWorkers") or 1)
+    telemetry = Telemetry(metrics, name)
     services = [
-        ModelService.from_dir(model_dir, name=name, config=serving_config(model_dir))
-        for _ in range(workers)
+        ModelService.from_dir(
+            model_dir,
+            name=name,
+            config=serving_config(model_dir),
+            device=device,
+            telemetry=telemetry,
+        )
+        for device in worker_devices(workers, gpus)
     ]
     contract = Contract(str(read_manifest(model_dir).get("model", name)), services[0].settings)
     batcher = Batcher(
@@ -231,7 +262,10 @@ def build_model(name: str, model_dir: Path, token: Token) -> Any:
                 explain = flag(parameters, EXPLAIN_PARAMETER)
                 arrays = contract.read_inputs(list(payload.inputs))
                 request = to_request(contract.native(arrays, parameters), request_id, explain)
-            except RequestError as err:
+            except Unauthorized as err:
+                raise Refused(err, request_id) from None
+            except RequestError as err:  # the tensors' refusal: counted as the model's own are
+                telemetry.refused_error(err, request_id)
                 raise Refused(err, request_id) from None
             result = await batcher.submit(request)
             if isinstance(result, RequestError):
@@ -641,6 +675,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1 << 20,
         help="bodies over this are refused (413, gRPC RESOURCE_EXHAUSTED): config.properties' max_request_size",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help="the handlers' Prometheus metrics on http://HOST:PORT/metrics (0: none)",
+    )
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="GPUs to spread each model's workers over (config.properties' number_of_gpu)",
+    )
     p.add_argument("--work-dir", type=Path, default=None, help="where archives are unpacked")
     return p.parse_args(argv)
 
@@ -660,7 +706,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO)
     token = Token(None) if args.no_auth else Token.from_file(args.token_file)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="oip-models-"))
-    models = [build_model(name, path, token) for name, path in (load(m, work) for m in args.models)]
+    from oip.metrics import PrometheusMetrics, serve
+
+    metrics = PrometheusMetrics() if args.metrics_port else None
+    models = [
+        build_model(name, path, token, metrics, args.gpus)
+        for name, path in (load(m, work) for m in args.models)
+    ]
+    if metrics is not None:
+        serve(metrics, args.host, args.metrics_port)
     _rest_refusals(model_server.app)
     _keep_binary_inputs()
     _bind(args.host)

@@ -81,6 +81,9 @@ class Pod:
     state_key: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     """The Secret torchserve-stream-state-key: replicas of one Service get the same (each its
     own copy of the file, as each pod mounts it), or a stream's chunks fail on the other one."""
+    runtime: str = "torchserve"
+    """The pod's RUNTIME (docker/entrypoint.sh, proxy.sh, probe.py): torchserve, or oip (the Open
+    Inference Protocol server from the checkout's .venv-oip, behind the same door)."""
     ports: dict[str, int] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -123,6 +126,9 @@ class Pod:
         # A pod's containers start with the image's environment, not the caller's shell: an
         # activated venv's TS_CONFIG_FILE (the checkout's config.properties) is not the pod's.
         inherited = {k: v for k, v in os.environ.items() if k != "TS_CONFIG_FILE"}
+        if self.runtime != "torchserve":
+            inherited |= {"RUNTIME": self.runtime, "PYTHONPATH": str(ROOT)}
+            inherited["OIP_PYTHON"] = str(ROOT / ".venv-oip" / "bin" / "python")
         return inherited | {
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
             "TS_WORKDIR": str(self.work),
@@ -162,6 +168,11 @@ class Pod:
         # hook); the pod mounts the one Secret there for all of them.
         keys = {spec.samples().state_key for spec in MODELS} - {None}
         env = self._env() | dict.fromkeys(sorted(keys), str(self.state_key_file))
+        env |= {  # RUNTIME=oip: the OIP server where the door finds TorchServe
+            "OIP_HTTP_PORT": str(self.ports["inference"]),
+            "OIP_GRPC_PORT": str(self.ports["grpc"]),
+            "OIP_METRICS_PORT": str(self.ports["metrics"]),
+        }
         self._spawn("torchserve", [str(DOCKER / "entrypoint.sh")], env)
 
     def start_proxy(self) -> None:
@@ -199,7 +210,7 @@ class Pod:
     def probe(self, *args: str) -> subprocess.CompletedProcess:
         cmd = [sys.executable, str(DOCKER / "probe.py"), *args]
         cmd += ["--inference", self.inference, "--management", self.management]
-        cmd += ["--workdir", str(self.work)]
+        cmd += ["--workdir", str(self.work), "--runtime", self.runtime]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
 
     def proxy_probe(self) -> subprocess.CompletedProcess:
@@ -208,6 +219,7 @@ class Pod:
         cmd = [sys.executable, str(DOCKER / "probe.py"), "live", "--inference", self.http]
         cmd += ["--token-file", str(self.token_file), "--workdir", str(self.work)]
         cmd += ["--require", f"http://127.0.0.1:{self.ports['proxy_health']}/ready"]
+        cmd += ["--runtime", self.runtime]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
 
     def wait_ready(self, timeout: float = 180) -> None:

@@ -48,6 +48,7 @@ def pod(frequency_archive, tmp_path_factory):
         tmp,
         OIP_HTTP_PORT=str(http),
         OIP_GRPC_PORT=str(free_port()),
+        OIP_METRICS_PORT=str(free_port()),
         OIP_TOKEN_FILE=str(tokens),
     )
     log = open(tmp / "stdout.log", "wb")  # noqa: SIM115 (lives as long as the server)

@@ -9,7 +9,9 @@ protobuf 7), so this script runs in the OIP server's venv (.venv-oip, requiremen
 calls.json: {"http": "127.0.0.1:P", "grpc": "127.0.0.1:Q", "token": "...", "calls": [call...]},
 a call: {"transport": "http"|"grpc", "binary": bool, "model": str, "id": str|null,
 "parameters": {...}, "token": bool (default true), "inputs": [{"name", "datatype", "array"}],
-"outputs": [names] | null, "parallel": int (send it that many times at once)}; arrays travel as
+"outputs": [names] | null, "headers": {...} (more headers or metadata, e.g. x-request-id),
+"parallel": int (send it that many times at once)}; metadata calls send the token too (a door asks
+for it on every route; the server itself reads none there); arrays travel as
 base64 .npy (`pack`/`unpack`). Each result: {"id", "outputs": {name: array}, "error": null} or
 {"error": {"status" | "code", "message"}}; BYTES outputs come back as lists of base64.
 """
@@ -47,6 +49,7 @@ def _call(setup: dict, call: dict) -> dict[str, Any]:
     url = setup["grpc" if grpc else "http"]
     # gRPC metadata keys are lower-case; HTTP header names are not case-sensitive.
     headers = {"authorization": f"Bearer {setup['token']}"} if call.get("token", True) else {}
+    headers |= call.get("headers") or {}
     binary = bool(call.get("binary"))
     inputs = []
     for spec in call["inputs"]:
@@ -95,26 +98,27 @@ def _call(setup: dict, call: dict) -> dict[str, Any]:
 
 
 def _metadata(setup: dict, transport: str, model: str) -> dict[str, Any]:
+    h = {"authorization": f"Bearer {setup['token']}"} if setup.get("token") else {}
     if transport == "grpc":
         import tritonclient.grpc as gclient
 
         with gclient.InferenceServerClient(setup["grpc"]) as g:
             return {
-                "live": g.is_server_live(),
-                "ready": g.is_server_ready(),
-                "model_ready": g.is_model_ready(model),
-                "metadata": g.get_model_metadata(model, as_json=True),
-                "server": g.get_server_metadata(as_json=True),
+                "live": g.is_server_live(headers=h),
+                "ready": g.is_server_ready(headers=h),
+                "model_ready": g.is_model_ready(model, headers=h),
+                "metadata": g.get_model_metadata(model, headers=h, as_json=True),
+                "server": g.get_server_metadata(headers=h, as_json=True),
             }
     import tritonclient.http as hclient
 
-    with hclient.InferenceServerClient(setup["http"]) as h:
+    with hclient.InferenceServerClient(setup["http"]) as c:
         return {
-            "live": h.is_server_live(),
-            "ready": h.is_server_ready(),
-            "model_ready": h.is_model_ready(model),
-            "metadata": h.get_model_metadata(model),
-            "server": h.get_server_metadata(),
+            "live": c.is_server_live(headers=h),
+            "ready": c.is_server_ready(headers=h),
+            "model_ready": c.is_model_ready(model, headers=h),
+            "metadata": c.get_model_metadata(model, headers=h),
+            "server": c.get_server_metadata(headers=h),
         }
 
 

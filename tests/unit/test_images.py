@@ -87,7 +87,7 @@ def test_every_pip_install_uses_the_images_requirements_file(kind):
             assert words[0] == "-r" and len(words) == 2, (
                 f"packages outside a requirements file: {cmd}"
             )
-            wanted = OIP_LAYER[1] if pip.startswith(OIP_LAYER[0]) else REQUIREMENTS[kind]
+            wanted = OIP_REQUIREMENTS[kind] if pip.startswith(OIP_LAYER) else REQUIREMENTS[kind]
             assert words[1].endswith(wanted), cmd
             files.add(wanted)
     assert REQUIREMENTS[kind] in files
@@ -96,16 +96,20 @@ def test_every_pip_install_uses_the_images_requirements_file(kind):
         assert name in copied
 
 
-OIP_LAYER = ("/opt/venv-oip/", "requirements-oip.txt")
+OIP_LAYER = "/opt/venv-oip/"
 """The Open Inference Protocol server's layer over /opt/venv (RUNTIME=oip): its own venv, from its
-own requirements file (requirements-oip.txt says why), in the CPU image."""
+own requirements file (requirements-oip.txt says why), in both images."""
+OIP_REQUIREMENTS = {"cpu": "requirements-oip.txt", "gpu": "requirements-oip-gpu.txt"}
 
 
-def test_cpu_image_carries_the_oip_server_as_a_layer_over_the_serving_venv():
-    text = re.sub(r"\\\n", " ", DOCKERFILES["cpu"].read_text())
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_the_image_carries_the_oip_server_as_a_layer_over_the_serving_venv(kind):
+    text = re.sub(r"\\\n", " ", DOCKERFILES[kind].read_text())
     assert re.search(r"echo /opt/venv/lib/python3\.11/site-packages > /opt/venv-oip/\S+\.pth", text)
     assert "COPY --from=venv-oip /opt/venv-oip /opt/venv-oip" in text
-    assert "oip/" in copy_sources("cpu")
+    assert "oip/" in copy_sources(kind)
+    layer = [a for op, a in instructions(DOCKERFILES[kind]) if op == "RUN" and OIP_LAYER in a]
+    assert layer and all(OIP_REQUIREMENTS[kind] in a for a in layer if "pip install" in a)
     entrypoint = (ROOT / "docker/entrypoint.sh").read_text()
     assert "${OIP_PYTHON:-/opt/venv-oip/bin/python} -m oip" in entrypoint.replace('"', "")
     assert 'RUNTIME="${RUNTIME:-torchserve}"' in entrypoint  # TorchServe stays the default
@@ -202,3 +206,23 @@ def test_image_carries_haproxy_and_the_pod_proxy_config(kind):
         if "proxy.sh" in args or "haproxy.cfg" in args
     }
     assert len(dests) == 1, dests
+
+
+def test_the_gpu_oip_layer_keeps_the_cuda_builds_of_the_gpu_venv():
+    """The CUDA image's OIP layer pins what the CPU image's does, except torch and ONNX Runtime,
+    which are exactly the CUDA image's own (already in /opt/venv below the layer, so pip leaves
+    them there): a CPU torch or onnxruntime in the layer would shadow the CUDA builds."""
+    oip, oip_gpu, gpu = (
+        pins("requirements-oip.txt"),
+        pins("requirements-oip-gpu.txt"),
+        pins("requirements-gpu.txt"),
+    )
+    assert set(oip_gpu) == {GPU_SWAPS.get(pkg, pkg) for pkg in oip}
+    for pkg, version in oip_gpu.items():
+        if pkg == "torch" or pkg in GPU_SWAPS.values():
+            assert version == gpu[pkg], (
+                f"{pkg}: the OIP layer {version} vs the CUDA image {gpu[pkg]}"
+            )
+        else:
+            assert version == oip[pkg], f"{pkg}: gpu layer {version} vs requirements-oip {oip[pkg]}"
+    assert "onnxruntime" not in oip_gpu and oip_gpu["torch"].endswith("+cu130")
