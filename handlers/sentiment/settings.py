@@ -11,7 +11,7 @@ SentimentExport = TextExport
 
 
 class SentimentSettings(TextSettings):
-    """The model-config's `handler:` block (handlers/sentiment/model-config.yaml): the kit's knobs."""
+    """The model-config's `handler:` block (handlers/sentiment/model-config.yaml): the kit's."""
 
 
 SERVING_KEYS = frozenset(SentimentSettings.model_fields)

@@ -187,7 +187,7 @@ def record(result: Any) -> dict:
 
 
 def served_config() -> dict:
-    """sentiment's model-config.yaml `handler:` block (this checkout's: the limits it serves with)."""
+    """sentiment's model-config.yaml `handler:` block (this checkout's: its served limits)."""
     import yaml
 
     config = yaml.safe_load((HERE.parents[1] / "handlers/sentiment/model-config.yaml").read_text())
@@ -208,7 +208,7 @@ def answers(artifacts: str | Path) -> list[list[dict]]:
     for config in CONFIGS:
         service = ModelService.from_dir(artifacts, config=served_config() | config)
         for n, batch in enumerate(requests()):
-            service.explain_share.spans.clear()  # explanations' share of the worker: never the limit
+            service.explain_share.spans.clear()  # explanations' share: never the limit here
             reqs = [
                 Request(
                     body_of(body, i),

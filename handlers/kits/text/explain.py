@@ -7,8 +7,9 @@ groups of words; each group is left out once (level 1), then the groups that mov
 most, as many as the remaining passes allow, have each of their words left out alone (level 2).
 A word of a refined group gets its own effect; a word of any other group an equal share of its
 group's. One explanation costs at most `passes` forward passes (48 by default), where plain
-leave-one-word-out (`ablation`) costs one per word: about 230 for a typical review.
-docs/explanations.md compares them, Shapley sampling and KernelSHAP on deletion curves.
+leave-one-word-out (`ablation`) costs one per word: about 230 for a typical movie review
+(sentiment). docs/explanations.md compares them, Shapley sampling and KernelSHAP on deletion
+curves.
 
 A word is removed by masking its tokens out of attention, the model's own notion of "not there";
 the attribution is how much the target label's calibrated log-odds drop without it (signed:

@@ -82,7 +82,7 @@ class TextSettings(ServingSettings):
     with 20,480 per batch and leave-one-word-out: prediction p99 2.6 s -> 14.6 s;
     docs/explanations.md)."""
 
-    # What the export is, bound at load (`parse_settings`): read as settings.<name> like the knobs.
+    # What the export is, bound at load (`load`): read as settings.<name> like the knobs.
     @property
     def export(self) -> TextExport:
         return self._export

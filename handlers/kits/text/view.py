@@ -1,5 +1,6 @@
-"""A text explanation as a page (the text kit's view): the request's text with each word shaded by its attribution
-(green toward the explained label, red away from it), the strongest words listed below.
+"""A text explanation as a page (the text kit's view): the request's text with each word shaded
+by its attribution (green toward the explained label, red away from it), the strongest words
+listed below.
 
 Pure Python (no torch): `python -m clients explain sentiment --html out.html` writes one
 (tools/sentiment/explain_view.py).
