@@ -33,10 +33,6 @@ class TextSettings(ServingSettings):
     These defaults are the only ones; a model's model-config.yaml restates the limits it ships
     with (handlers/sentiment/model-config.yaml: equal to them)."""
 
-    runtime: Literal["auto", "onnx", "onnx-int8", "torchscript"] = "auto"  # type: ignore[assignment]
-    """auto (the gated int8 export on a CPU, fp32 ONNX on an accelerator or where the gate refused
-    int8: handlers/runtime.resolve_runtime), onnx, onnx-int8 (the export's gated model.int8.onnx;
-    each text runs alone, so its answer never depends on its batch) or torchscript."""
     texts_alone: bool | None = None
     """Run each text of a batch alone, at its own length, instead of one padded batch. None: alone
     on a CPU (no padding to the longest neighbour: 1.47x the served throughput on mixed-length
