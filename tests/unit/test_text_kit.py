@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from handlers import registry
@@ -180,3 +181,28 @@ def test_an_explanation_spends_no_more_passes_than_it_was_priced_at(service):
     # The kit's view shows every word of the text, escaped.
     page = render_html(LONG, long)
     assert page.count('class="w"') == len(long["words"]) and "<script" not in page
+
+
+def test_texts_as_a_bytes_tensor_are_the_json_texts_request(service):
+    """The kit's tensor contract (oip.py): a BYTES element per text, sent on as {"texts": [...]},
+    so its checks and limits apply; text that is not UTF-8 is the protocol's 400."""
+    from handlers.errors import BadEncoding
+    from handlers.kits.text import oip
+
+    settings = service.settings
+    texts = ["A fine film.", "Dull, \u00e9 overlong."]
+    tensors = {"text": np.array([t.encode() for t in texts], dtype=object)}
+    native = oip.native(tensors, {}, settings)
+    [reply] = service.handle_batch([Request(native.body, native.headers)])
+    [direct] = ask(service, {"texts": texts})
+    assert reply.body == direct.body
+    outputs = oip.answer(reply, settings)
+    assert [o.name for o in outputs] == [t.name for t in oip.outputs(settings)]
+    assert all(len(o.data) == len(texts) for o in outputs)
+    with pytest.raises(BadEncoding, match=r"text\[1\] is not valid UTF-8") as err:
+        oip.native({"text": np.array([b"fine", b"\xff\xfe"], dtype=object)}, {}, settings)
+    assert err.value.status == 400
+    [empty] = service.handle_batch(
+        [Request(oip.native({"text": np.array([b" "], dtype=object)}, {}, settings).body, JSON)]
+    )
+    assert (empty.status, empty.kind) == (400, "empty_input")
