@@ -70,7 +70,7 @@ class ModelSpec:
 
 
 MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("sentiment"),
+    ModelSpec("sentiment", kits=("text",)),
     ModelSpec("frequency", kits=("signal",)),
     ModelSpec("digits", kits=("image",)),
     ModelSpec("tabular", kits=("tabular",)),

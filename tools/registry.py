@@ -100,7 +100,7 @@ def _declared(module: ModuleType, name: str, kind: type[T]) -> T:
     return value
 
 
-MODELS: tuple[ToolSpec, ...] = tuple(ToolSpec(m.name) for m in serving.MODELS)
+MODELS: tuple[ToolSpec, ...] = tuple(ToolSpec(m.name, m.kits) for m in serving.MODELS)
 names = serving.names
 
 

@@ -1,1 +1,1 @@
-"""Plain modules behind the sentiment handler: settings, tokenization, request parsing, prediction."""
+"""The sentiment classifier's serving code: the text kit (handlers/kits/text/) under its name."""

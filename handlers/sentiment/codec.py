@@ -1,70 +1,18 @@
-"""This model's JSON contract, both directions: clients build requests and read answers with it,
-the server decodes requests (inputs.parse_texts) and encodes answers with it (`Classification`, the
-one encoding of an answer: what the server sends and what the round-trip test reads back).
+"""sentiment's wire contract: the text kit's (handlers/kits/text/codec.py, inputs.py).
 
 Request: {"text": "..."} (one answer), {"texts": [...]} (a list of answers), or a text/plain body.
 Answer: {"label", "probabilities" {label: p}, "uncertainty" {...}, "truncated", "model"}.
 """
 
-from __future__ import annotations
+from handlers.kits.text.codec import (
+    Classification,
+    TextAnswer,
+    TextRequest,
+    decode_answer,
+    parse_texts,
+    request_json,
+)
 
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from handlers.codec import Reply
-from handlers.sentiment.inputs import TextRequest, parse_texts
-
-__all__ = ["Classification", "TextAnswer", "TextRequest", "decode_answer", "parse_texts"]
-
-
-def request_json(texts: str | Sequence[str]) -> dict:
-    """One text → {"text"} (one answer); a sequence → {"texts"} (a list, even of one)."""
-    if isinstance(texts, str):
-        return {"text": texts}
-    return {"texts": list(texts)}
-
-
-@dataclass(frozen=True)
-class Classification:
-    """The answer to one request: one prediction per text, in order."""
-
-    predictions: tuple[dict, ...]
-    """Each text's prediction (label, probabilities, uncertainty, truncated, model)."""
-    many: bool
-    """The request sent {"texts": [...]}: the answer is a list even for one text."""
-
-    def to_body(self) -> dict | list[dict]:
-        """Its one prediction, or the list for a {"texts": [...]} request."""
-        return list(self.predictions) if self.many else self.predictions[0]
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_body())
-
-    def reply(self) -> Reply:
-        """The served answer (SentimentModel.reply)."""
-        return Reply(self.to_json(), "application/json", {})
-
-
-@dataclass(frozen=True)
-class TextAnswer:
-    label: str
-    probabilities: dict[str, float]
-    uncertainty: dict
-    truncated: bool
-    model: dict
-
-
-def decode_answer(body: dict | list) -> list[TextAnswer]:
-    """A parsed answer → one TextAnswer per text (a one-text request gives a list of one)."""
-    items = body if isinstance(body, list) else [body]
-    return [
-        TextAnswer(
-            a["label"],
-            dict(a["probabilities"]),
-            dict(a.get("uncertainty") or {}),
-            bool(a.get("truncated", False)),
-            dict(a.get("model") or {}),
-        )  # fmt: skip
-        for a in items
-    ]
+__all__ = [
+    "Classification", "TextAnswer", "TextRequest", "decode_answer", "parse_texts", "request_json",
+]  # fmt: skip

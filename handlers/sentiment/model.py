@@ -1,136 +1,18 @@
-"""The sentiment model's part of the lifecycle (handlers/service.py): parse texts, run every good
-text of the batch in one padded pass within the batch's token budget, answer each request with
-its typed `Classification` (encoded in handlers/sentiment/codec.py, the model's JSON contract)."""
+"""The sentiment model's part of the lifecycle: the text kit's whole (handlers/kits/text/model.py:
+texts checked and tokenized once, budgets in tokens and token-passes, one runtime pass per batch,
+word or group attributions) with the sentiment predictor."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
-from dataclasses import replace
-from functools import cached_property
-from pathlib import Path
-from typing import Any, ClassVar
+from handlers.kits.text.codec import Classification
+from handlers.kits.text.model import TextModel
+from handlers.sentiment.predict import SentimentPredictor
 
-from handlers.budget import Budget
-from handlers.codec import Reply, decode_request
-from handlers.errors import RequestError
-from handlers.explain import Explanations
-from handlers.sentiment.codec import Classification
-from handlers.sentiment.inputs import TextRequest, parse_texts
-from handlers.sentiment.predict import UNCERTAINTY_SCORES, SentimentPredictor
-from handlers.sentiment.settings import SentimentSettings
-from handlers.service import Request
-from handlers.telemetry import Telemetry
-
-log = logging.getLogger(__name__)
+__all__ = ["MODEL", "Classification", "SentimentModel"]
 
 
-class SentimentModel:
-    reads_parts: ClassVar[bool] = False
-
-    def __init__(self, predictor: SentimentPredictor):
-        self.predictor = predictor
-        self.name = predictor.name
-        self.settings: SentimentSettings = predictor.settings
-
-    @cached_property
-    def explainer(self) -> Any:
-        """Built on the first explanation: Captum and torch load only then."""
-        from handlers.sentiment.explain import SentimentExplainer
-
-        s = self.settings
-        return SentimentExplainer(
-            self.predictor, s.explain_method, samples=s.explain_samples, passes=s.explain_passes
-        )
-
-    @classmethod
-    def load(
-        cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "sentiment"
-    ) -> SentimentModel:
-        predictor = SentimentPredictor.from_dir(model_dir, config, device=device, name=name)
-        s = predictor.settings
-        log.info(
-            "sentiment %s ready: runtime=%s (%s: %s) device=%s",
-            s.version,
-            predictor.runtime_kind,
-            s.runtime,
-            predictor.runtime_reason,
-            predictor.runtime.device,
-        )
-        return cls(predictor)
-
-    def parse(self, request: Request) -> TextRequest:
-        """Texts checked against the limits and tokenized once: the ids both price the request
-        against the batch's token budget and become the runtime's input."""
-        payload = decode_request(request)
-        texts = parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
-        return replace(texts, pieces=tuple(self.predictor.encoder.pieces(texts.texts)))
-
-    def pieces(self, request: TextRequest) -> Sequence[list[int]]:
-        """The request's token ids: from its parse, or tokenized now (a TextRequest built
-        elsewhere)."""
-        return request.pieces or self.predictor.encoder.pieces(request.texts)
-
-    @property
-    def budgets(self) -> tuple[Budget, ...]:
-        """Tokens per batch: past it 503 `overloaded` (handlers/budget.py)."""
-        count = self.predictor.encoder.token_count
-        return (Budget(self.settings.max_batch_tokens, "tokens", lambda r: count(self.pieces(r))),)
-
-    def inference(
-        self, parsed: list[TextRequest | RequestError]
-    ) -> list[Classification | RequestError]:
-        run = [item for item in parsed if isinstance(item, TextRequest)]
-        texts = [t for item in run for t in item.texts]
-        results = iter(self.predictor.predict(texts, [p for r in run for p in self.pieces(r)]))
-        answers: list[Classification | RequestError] = []
-        for item in parsed:
-            if isinstance(item, RequestError):
-                answers.append(item)
-            else:
-                mine = tuple(next(results) for _ in item.texts)
-                answers.append(Classification(mine, item.many))
-        return answers
-
-    def reply(self, answer: Classification) -> Reply:
-        return answer.reply()
-
-    def explain_cost(self, request: TextRequest) -> int:
-        """Token-passes: per text, the passes its explanation takes x the tokens of each pass."""
-        encoder = self.predictor.encoder
-        return sum(
-            self.explainer.cost(text) * encoder.token_count([p])
-            for text, p in zip(request.texts, self.pieces(request), strict=True)
-        )
-
-    @property
-    def explain_budgets(self) -> tuple[Budget, ...]:
-        """Token-passes per request (past it 400 too_large) and per batch (503)."""
-        s = self.settings
-        return (
-            Budget(
-                s.max_batch_explain_tokens, "token-passes", self.explain_cost, s.max_explain_tokens
-            ),
-        )
-
-    def explain(
-        self, parsed: list[TextRequest | RequestError]
-    ) -> list[Explanations | RequestError]:
-        """Word attributions of each request's texts (handlers/sentiment/explain.py), admitted by
-        the per-request and per-batch explanation budgets (`explain_budgets`)."""
-        return [
-            Explanations(tuple(self.explainer.explain(t) for t in r.texts), r.many)
-            if isinstance(r, TextRequest)
-            else r
-            for r in parsed
-        ]
-
-    def report(self, answers: list[Classification], telemetry: Telemetry) -> None:
-        predictions = [p for a in answers for p in a.predictions]
-        telemetry.predictions(p["label"] for p in predictions)
-        telemetry.truncated(sum(bool(p["truncated"]) for p in predictions))
-        for measure in UNCERTAINTY_SCORES:
-            telemetry.uncertainty(measure, [p["uncertainty"][measure] for p in predictions])
+class SentimentModel(TextModel):
+    predictor_class = SentimentPredictor
 
 
 MODEL = SentimentModel

@@ -46,9 +46,11 @@ def test_an_archive_carries_the_serving_core_and_its_own_model_only(archive):
         assert not any(n.startswith(f"handlers/{other}/") for n in code), other
         assert not any(n.endswith(f"{other}_handler.py") for n in code), other
     assert not any(n.startswith(("tools/", "training/", "clients/", "bench/")) for n in code)
-    # The kits it names and no other (frequency.mar carries the signal kit, digits.mar does not).
+    # The kits its registry line names, and no other (sentiment: the text kit; frequency: the
+    # signal kit; digits: the image kit).
     kits = {n.split("/")[2] for n in code if n.startswith("handlers/kits/") and n.count("/") > 2}
-    assert kits == set(spec_of(model).kits), kits
+    assert kits == set(spec_of(model).kits) == set(get(model).kits), kits
+    assert ("handlers/kits/text/explain.py" in code) == (model == "sentiment")
     with zipfile.ZipFile(mar) as z:
         manifest = json.loads(z.read("MAR-INF/MANIFEST.json"))
     assert manifest["model"]["handler"] == f"{model}_handler.py"

@@ -15,6 +15,7 @@ import sys
 import tarfile
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 from tests.support import digits_answers
 
@@ -23,8 +24,11 @@ BEFORE = "709d0d27bac3dfde5deeacfcb3dc0c111eff2e85"
 """main before the settings base and the image kit: the digits code they were checked against."""
 
 
-def answers_at(commit: str, artifacts: Path, tmp: Path) -> list[list[dict]]:
-    """The answers of handlers/ as of `commit`, in a process that imports only that code."""
+def answers_at(
+    commit: str, artifacts: Path, tmp: Path, support: ModuleType = digits_answers
+) -> list[list[dict]]:
+    """The answers of handlers/ as of `commit`, in a process that imports only that code; `support`:
+    the request set whose script records them (tests/support/<model>_answers.py)."""
     archive = subprocess.run(
         ["git", "archive", commit, "handlers"], cwd=ROOT, capture_output=True, check=True
     ).stdout
@@ -33,7 +37,7 @@ def answers_at(commit: str, artifacts: Path, tmp: Path) -> list[list[dict]]:
         tar.extractall(code, filter="data")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(code)}
     out = tmp / "answers.json"
-    script = Path(digits_answers.__file__)
+    script = Path(str(support.__file__))
     subprocess.run(
         [sys.executable, str(script), str(artifacts), str(out)], env=env, cwd=tmp, check=True
     )

@@ -49,6 +49,7 @@ def test_an_archive_newer_than_its_inputs_is_up_to_date(built):
     [
         "handlers/sentiment/model-config.yaml",
         "handlers/sentiment/predict.py",
+        "handlers/kits/text/tokenize.py",
         "handlers/sentiment_handler.py",
         "deploy/archive.py",
     ],
