@@ -83,6 +83,7 @@ class FrequencyEngine:
             s.frequencies, s.sample_rate, s.block, self._run_sequence, self.head_weight,
             self.head.dropout,
         )  # fmt: skip
+        std = std * s.band_scales[0]  # calibrated by training (FrequencyExport.band_scale)
         results = []
         for req, (start, n) in zip(requests, spans, strict=True):
             # One overlap-add for the request's components and their bands: (n windows, window,
@@ -164,5 +165,6 @@ class FrequencyEngine:
                 energy=after.energy,
                 acc=after.acc,
             )
+            std = std * s.band_scales[1]  # calibrated by training (FrequencyExport.band_scale)
             results.append((Components(answer.astype(np.float32), std.astype(np.float32)), new))
         return results

@@ -87,6 +87,15 @@ class FrequencyExport:
     ood_threshold: float | None = None
     """Residual (handlers/frequency/ood.py) past which an answer says out_of_distribution: set by
     training on held-out served-family signals. None (an export from before): the flag is null."""
+    band_scale: Mapping[str, float] | None = None
+    """Mode ("windows", "stream") → the factor the exact dropout std is multiplied by before it is
+    served: fitted by training on held-out served-family signals so that +-2 std holds its nominal
+    share of the true samples (training/frequency/quality.py). None (an export from before): 1."""
+
+    def band_scales(self) -> tuple[float, float]:
+        """(windows, stream) factors of the served std band."""
+        scale = self.band_scale or {}
+        return float(scale.get("windows", 1.0)), float(scale.get("stream", 1.0))
 
     def to_block(self) -> dict[str, Any]:
         return {
@@ -100,6 +109,7 @@ class FrequencyExport:
             "step": self.step.to_block(),
             "head": self.head,
             "ood_threshold": self.ood_threshold,
+            "band_scale": None if self.band_scale is None else dict(self.band_scale),
         }
 
     @classmethod
@@ -128,7 +138,26 @@ class FrequencyExport:
             step=ExportGraph.from_block(block, "step", needs_files=True),
             head=text(block.get("head", cls.head), "manifest head"),
             ood_threshold=_fraction(block.get("ood_threshold"), "manifest ood_threshold"),
+            band_scale=_band_scale(block.get("band_scale")),
         )
+
+
+def _band_scale(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"windows", "stream"}
+        or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < float("inf")
+            for v in value.values()
+        )
+    ):
+        raise ArchiveError(
+            "manifest band_scale must map windows and stream to positive numbers, or be null, "
+            f"not {value!r}"
+        )
+    return {k: float(v) for k, v in value.items()}
 
 
 def _fraction(value: Any, name: str) -> float | None:
@@ -232,6 +261,11 @@ class FrequencySettings(ServingSettings):
     def ood_threshold(self) -> float | None:
         """Residual past which an answer is out of distribution (None: the flag is null)."""
         return self.export.ood_threshold
+
+    @property
+    def band_scales(self) -> tuple[float, float]:
+        """(windows, stream): the served std band is the exact dropout std times these."""
+        return self.export.band_scales()
 
 
 SERVING_KEYS = frozenset(f.alias or n for n, f in FrequencySettings.model_fields.items())
