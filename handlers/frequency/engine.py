@@ -83,7 +83,6 @@ class FrequencyEngine:
             s.frequencies, s.sample_rate, s.block, self._run_sequence, self.head_weight,
             self.head.dropout,
         )  # fmt: skip
-        std = std * s.band_scales[0]  # calibrated by training (FrequencyExport.band_scale)
         results = []
         for req, (start, n) in zip(requests, spans, strict=True):
             # One overlap-add for the request's components and their bands: (n windows, window,
@@ -93,6 +92,7 @@ class FrequencyEngine:
             pieces = np.stack([output[rows_of], std[rows_of]], axis=-1)
             pieces = pieces.reshape(f, n, s.window, 2).transpose(1, 2, 0, 3)
             both = stitch(pieces, req.signal.shape[0], s.hop, HANN)  # (samples, f, 2)
+            both[..., 1] *= s.band_factors("windows", 0, both.shape[0])[:, None]  # calibrated
             results.append(
                 Components(
                     np.ascontiguousarray(both[..., 0].T), np.ascontiguousarray(both[..., 1].T)
@@ -165,6 +165,6 @@ class FrequencyEngine:
                 energy=after.energy,
                 acc=after.acc,
             )
-            std = std * s.band_scales[1]  # calibrated by training (FrequencyExport.band_scale)
+            std = std * s.band_factors("stream", state.samples_seen, std.shape[1])  # calibrated
             results.append((Components(answer.astype(np.float32), std.astype(np.float32)), new))
         return results

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from handlers.frequency.settings import ExportGraph, FrequencyExport
+from handlers.frequency.settings import BandScale, ExportGraph, FrequencyExport
 from training.common.entry import train_and_report
 from training.common.floors import check_floors
 from training.common.machine import describe_cpu
@@ -43,7 +43,7 @@ from training.frequency.quality import MODES, band_figures, calibrate, figures, 
 HEAD_FILE = "head.npz"
 
 
-def handler_settings(cfg: TrainConfig, band_scale: dict[str, float] | None = None) -> FrequencyExport:
+def handler_settings(cfg: TrainConfig, band_scale: BandScale | None = None) -> FrequencyExport:
     """What the handler must know about the export (the manifest's handler block, read at load)."""
     return FrequencyExport(
         window=cfg.window,
@@ -117,7 +117,7 @@ def run(
         "seed": kept.seed,
         "candidates": {f"seed-{c.seed}": c.summary() for c in candidates},
         "candidates_not_trained": untrained(candidates, cfg),  # an earlier seed was under the floor
-        "band_scale": band_scale,
+        "band_scale": band_scale.to_block(),
         "quality": test_quality,
         "floors": floors,
     }
@@ -133,13 +133,18 @@ def run(
         "train_seconds": metrics["train_seconds"],
         "machine": metrics["machine"],
         "heldout_family": figures(test_quality),
-        "band_scale": band_scale,
+        "band_scale": band_scale.to_block(),
         "band_coverage": {m: test_quality[m]["band_coverage"] for m in MODES},
     }
     serve = ["model.pt", "model.onnx", "step.pt", "step.onnx", HEAD_FILE]
     parity_summary = {k: v["max_abs_diff"] for k, v in parity.items()}
     manifest = write_manifest(
-        out, "frequency", serve, handler_settings(cfg, band_scale).to_block(), summary, parity_summary
+        out,
+        "frequency",
+        serve,
+        handler_settings(cfg, band_scale).to_block(),
+        summary,
+        parity_summary,
     )
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())

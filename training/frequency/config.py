@@ -51,6 +51,15 @@ class TrainConfig:
     """Gradient-norm clip: long carried states make the odd step's gradient spike."""
     stream_fraction: float = 0.5
     """Share of each batch that are streams carrying (h, c) across steps (the stateful mode)."""
+    warmup_weight: float = 0.0
+    """Extra loss weight on a fresh window's first blocks (a stream's start, where a causal reading
+    has seen least): block t of a zero-state window weighs 1 + warmup_weight * exp(-t /
+    warmup_blocks), renormalised to a mean of 1."""
+    warmup_blocks: float = 25.0
+    """... its decay, blocks (25: half a second at 20 samples per block)."""
+    relative_loss: float = 0.0
+    """> 0: each row's squared error is divided by its target's mean square plus this, so a weak
+    component (correlation is scale-free) weighs as much as a strong one; 0: plain MSE."""
     train_seed: int = 1
     """Seed of the carried training streams' signals."""
     test_seed: int = 2
@@ -108,6 +117,11 @@ class TrainConfig:
     band_nominal: float = 0.9545
     """Share of the true samples the served +-2 std band should hold (a Gaussian's): each mode's
     scale is the quantile of |truth - answer| / (2 std) at this level on the calibration signals."""
+    band_step: int = 100
+    """Samples per factor of the band's table (FrequencyExport.band_scale)."""
+    band_stream_buckets: int = 20
+    """A stream's factors: one per `band_step` samples of its first 20 x 100 (the 2 s of the
+    calibration signals), the last holding on."""
     floors_coverage: float | None = 0.90
     """Held-out served family, both modes: the share of true samples inside the served +-2 std
     must be at least this ..."""

@@ -21,7 +21,8 @@ windows and 0.77 in streams). `calibrate` fits one factor per mode on held-out s
 own seed (`cfg.calib_seed`), like temperature scaling: the quantile of |truth - answer| / (2 std)
 at `cfg.band_nominal` (split-conformal), so +-2 x factor x std holds that share of the
 calibration truth; the export carries the factors (FrequencyExport.band_scale) and the engine
-serves std x factor. The test signals then measure the coverage the floors hold.
+serves std x factor. A stream's factor depends on how much of it has been read (one per 100
+samples of its first 2 s): early in a stream the answer errs far more than the dropout std says. The test signals then measure the coverage the floors hold.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 
 from handlers.frequency.family import SERVED
 from handlers.frequency.lockin import Carried, read_windows, stream_answer, stream_chunk
+from handlers.frequency.settings import BandScale
 from handlers.frequency.windowing import split, stitch
 from training.frequency.config import TrainConfig
 from training.frequency.data import Drawn, draw_many
@@ -40,6 +42,8 @@ MODES = ("windows", "stream")
 STREAM_CHUNK = 100
 """Samples per chunk of the measured streams (any split gives the same answer)."""
 HANN = 1.0
+EARLY = 500
+"""Samples of a signal's start whose coverage is reported apart (half a second at 1 kHz)."""
 """The stitching taper's skew: symmetric, since each window is read in both directions."""
 
 
@@ -155,32 +159,56 @@ def fit_band_scale(out: np.ndarray, std: np.ndarray, truth: np.ndarray, nominal:
     return float(max(np.quantile(ratio, nominal, method="higher"), 1e-6))
 
 
-def calibrate(model: FrequencyLSTM, cfg: TrainConfig) -> dict[str, float]:
-    """Each mode's band factor, fitted on `cfg.calib_signals` held-out served-family signals of
-    `cfg.calib_seed` (FrequencyExport.band_scale)."""
+def fit_factors(out: np.ndarray, std: np.ndarray, truth: np.ndarray, nominal: float,
+                step: int, buckets: int) -> tuple[float, ...]:  # fmt: skip
+    """One factor per `step` samples of (..., N) answers, `buckets` of them, the last fitted on
+    every sample from there to the end."""
+    n = out.shape[-1]
+    factors = []
+    for b in range(buckets):
+        lo, hi = b * step, (n if b == buckets - 1 else (b + 1) * step)
+        if lo >= n:
+            break
+        part = (out[..., lo:hi], std[..., lo:hi], truth[..., lo:hi])
+        factors.append(fit_band_scale(*part, nominal))
+    return tuple(factors)
+
+
+def calibrate(model: FrequencyLSTM, cfg: TrainConfig) -> BandScale:
+    """The band's factors (FrequencyExport.band_scale), fitted on `cfg.calib_signals` held-out
+    served-family signals of `cfg.calib_seed`: one for the one-shot answer, whose band is as
+    good at every sample (each is read forward and backward), and one per `cfg.band_step`
+    samples of a stream's first `cfg.band_stream_buckets` x `cfg.band_step` (a stream that has
+    read little errs more than its dropout std says), the last holding on."""
     model = model.eval()
     drawn = held_out(cfg, cfg.calib_seed, cfg.calib_signals)
-    scales = {}
-    for mode in MODES:
+    tables = {}
+    for mode, buckets in (("windows", 1), ("stream", cfg.band_stream_buckets)):
         out, std = extract(model, cfg, drawn, mode)
-        scales[mode] = fit_band_scale(out, std, drawn.components, cfg.band_nominal)
-    return scales
+        tables[mode] = fit_factors(out, std, drawn.components, cfg.band_nominal, cfg.band_step,
+                                   buckets)  # fmt: skip
+    return BandScale(cfg.band_step, tables["windows"], tables["stream"])
 
 
 def quality(model: FrequencyLSTM, cfg: TrainConfig, seed: int | None = None,
-            count: int | None = None, band_scale: dict[str, float] | None = None) -> dict:  # fmt: skip
+            count: int | None = None, band_scale: BandScale | None = None) -> dict:  # fmt: skip
     """Both modes' figures on held-out served-family signals (`cfg.test_seed` unless given), the
-    band's coverage with each mode's `band_scale` factor (None: the raw dropout std)."""
+    band's coverage with the fitted factors (None: the raw dropout std), as served."""
     model = model.eval()
     drawn = held_out(cfg, cfg.test_seed if seed is None else seed, count)
     report: dict = {"signals": int(drawn.mixed.shape[0]), "samples": int(drawn.mixed.shape[1])}
     for mode in MODES:
         out, std = extract(model, cfg, drawn, mode)
-        factor = 1.0 if band_scale is None else band_scale[mode]
+        n = out.shape[-1]
+        factors = np.ones(n) if band_scale is None else band_scale.factors(mode, 0, n)
         report[mode] = scores(out, drawn.components)
-        report[mode]["band_scale"] = factor
-        report[mode]["band_coverage"] = coverage(out, std * factor, drawn.components)
+        report[mode]["band_coverage"] = coverage(out, std * factors, drawn.components)
         report[mode]["band_coverage_raw"] = coverage(out, std, drawn.components)
+        # The first half second, where a stream has read least, apart.
+        early = slice(0, min(n, EARLY))
+        report[mode]["band_coverage_first_500"] = coverage(
+            out[..., early], (std * factors)[..., early], drawn.components[..., early]
+        )
     return report
 
 
