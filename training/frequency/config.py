@@ -51,15 +51,6 @@ class TrainConfig:
     """Gradient-norm clip: long carried states make the odd step's gradient spike."""
     stream_fraction: float = 0.5
     """Share of each batch that are streams carrying (h, c) across steps (the stateful mode)."""
-    warmup_weight: float = 0.0
-    """Extra loss weight on a fresh window's first blocks (a stream's start, where a causal reading
-    has seen least): block t of a zero-state window weighs 1 + warmup_weight * exp(-t /
-    warmup_blocks), renormalised to a mean of 1."""
-    warmup_blocks: float = 25.0
-    """... its decay, blocks (25: half a second at 20 samples per block)."""
-    relative_loss: float = 0.0
-    """> 0: each row's squared error is divided by its target's mean square plus this, so a weak
-    component (correlation is scale-free) weighs as much as a strong one; 0: plain MSE."""
     train_seed: int = 1
     """Seed of the carried training streams' signals."""
     test_seed: int = 2

@@ -123,18 +123,8 @@ class FrequencyModule(L.LightningModule):
         out_s, _, hn, cn = self.model(self._tensor(xs), self.stream_h * keep, self.stream_c * keep)
         # Truncated BPTT: the carried state is detached, a step back-propagates one window only.
         self.stream_h, self.stream_c = hn.detach(), cn.detach()
-        yf_t, ys_t = self._tensor(yf), self._tensor(ys)
-        err_f = (out_f.float() - yf_t) ** 2  # (R, T, 2)
-        err_s = (out_s.float() - ys_t) ** 2
-        if self.cfg.warmup_weight:
-            t = torch.arange(err_f.shape[1], device=err_f.device, dtype=err_f.dtype)
-            w = 1.0 + self.cfg.warmup_weight * torch.exp(-t / self.cfg.warmup_blocks)
-            err_f = err_f * (w / w.mean()).view(1, -1, 1)
-        if self.cfg.relative_loss:
-            eps = self.cfg.relative_loss
-            err_f = err_f / (yf_t.pow(2).mean(dim=(1, 2), keepdim=True) + eps)
-            err_s = err_s / (ys_t.pow(2).mean(dim=(1, 2), keepdim=True) + eps)
-        err = torch.cat([err_f.flatten(), err_s.flatten()])
+        err = torch.cat([((out_f.float() - self._tensor(yf)) ** 2).flatten(),
+                         ((out_s.float() - self._tensor(ys)) ** 2).flatten()])  # fmt: skip
         loss = err.mean()
         self.log("train_mse", loss, prog_bar=True)
         return loss
