@@ -61,7 +61,11 @@ class FrequencyEngine:
                                 self._run_sequence, self.head_weight, self.head.dropout)  # fmt: skip
 
         pairs = [(r.signal, r.selectors) for r in requests]
-        return [Components(*c) for c in windowed(pairs, s.window, s.hop, read, HANN)]
+        return [
+            # the band calibrated at training (handlers/frequency/settings.BandScale)
+            Components(out, (std * s.band_factors("windows", 0, std.shape[-1])).astype(std.dtype))
+            for out, std in windowed(pairs, s.window, s.hop, read, HANN)
+        ]
 
     def zero_state(self, req: SignalRequest) -> StreamState:
         shape = (self.settings.layers, len(req.selectors), self.settings.hidden)
@@ -128,5 +132,6 @@ class FrequencyEngine:
                 energy=after.energy,
                 acc=after.acc,
             )
+            std = std * s.band_factors("stream", state.samples_seen, std.shape[1])  # calibrated
             results.append((Components(answer.astype(np.float32), std.astype(np.float32)), new))
         return results

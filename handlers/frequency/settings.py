@@ -5,9 +5,11 @@ manifest's `handler` block, which training writes). A bad value fails the load, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import Field
 
 from handlers.errors import ArchiveError
@@ -21,6 +23,50 @@ from handlers.kits.signal.settings import (
 from handlers.manifest import handler_block, positive_int, reject_unknown_export, require, text
 
 __all__ = ["ExportGraph", "FrequencyExport", "FrequencySettings", "GraphSpec", "parse_settings"]
+
+
+@dataclass(frozen=True)
+class BandScale:
+    """The served band's factors: for each mode ("windows", "stream"), one factor per `step`
+    samples of a sample's index since its request or stream began, the last holding on (a
+    stream's band must widen while it has read little: the first half second)."""
+
+    step: int
+    windows: tuple[float, ...]
+    stream: tuple[float, ...]
+
+    def factors(self, mode: str, start: int, n: int) -> np.ndarray:
+        """(n,) factors of the samples start .. start + n - 1 of `mode`."""
+        table = np.asarray(self.windows if mode == "windows" else self.stream, dtype=np.float64)
+        index = (start + np.arange(n, dtype=np.int64)) // self.step
+        return table[np.minimum(index, table.shape[0] - 1)]
+
+    def to_block(self) -> dict[str, Any]:
+        return {"step": self.step, "windows": list(self.windows), "stream": list(self.stream)}
+
+    @classmethod
+    def from_block(cls, value: Any) -> BandScale | None:
+        if value is None:
+            return None
+        where = "manifest band_scale"
+        if not isinstance(value, dict) or set(value) != {"step", "windows", "stream"}:
+            raise ArchiveError(
+                f"{where} must hold step, windows and stream, or be null, not {value!r}"
+            )
+        tables = {}
+        for mode in ("windows", "stream"):
+            t = value[mode]
+            if (
+                not isinstance(t, list)
+                or not t
+                or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf
+                    for v in t
+                )
+            ):
+                raise ArchiveError(f"{where}.{mode} must be a list of positive numbers, not {t!r}")
+            tables[mode] = tuple(float(v) for v in t)
+        return cls(positive_int(value["step"], f"{where}.step"), **tables)
 
 
 @dataclass(frozen=True)
@@ -50,6 +96,11 @@ class FrequencyExport:
     ood_threshold: float | None = None
     """Residual (handlers/frequency/ood.py) past which an answer says out_of_distribution: set by
     training on held-out served-family signals. None (an export from before): the flag is null."""
+    band_scale: BandScale | None = None
+    """The factors the exact dropout std is multiplied by before it is served, by mode and by the
+    sample's index since the request or stream began: fitted by training on held-out
+    served-family signals so that +-2 std holds its nominal share of the true samples
+    (training/frequency/quality.py). None (an export from before): 1."""
 
     def to_block(self) -> dict[str, Any]:
         return {
@@ -63,6 +114,7 @@ class FrequencyExport:
             "step": self.step.to_block(),
             "head": self.head,
             "ood_threshold": self.ood_threshold,
+            "band_scale": None if self.band_scale is None else self.band_scale.to_block(),
         }
 
     @classmethod
@@ -83,6 +135,7 @@ class FrequencyExport:
             step=ExportGraph.from_block(block, "step", needs_files=True),
             head=text(block.get("head", cls.head), "manifest head"),
             ood_threshold=_fraction(block.get("ood_threshold"), "manifest ood_threshold"),
+            band_scale=BandScale.from_block(block.get("band_scale")),
         )
 
 
@@ -134,6 +187,11 @@ class FrequencySettings(SignalSettings):
     def ood_threshold(self) -> float | None:
         """Residual past which an answer is out of distribution (None: the flag is null)."""
         return self.export.ood_threshold
+
+    def band_factors(self, mode: str, start: int, n: int) -> np.ndarray:
+        """(n,) factors of the served std band (FrequencyExport.band_scale; 1 without one)."""
+        scale = self.export.band_scale
+        return np.ones(n) if scale is None else scale.factors(mode, start, n)
 
 
 SERVING_KEYS = frozenset(f.alias or n for n, f in FrequencySettings.model_fields.items())

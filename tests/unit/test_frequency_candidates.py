@@ -89,7 +89,8 @@ def test_the_first_candidate_meeting_the_floors_is_the_pipelines_model(tmp_path)
     # never train seed 1 (no directory, named in metrics.json as not trained).
     from training.frequency.__main__ import run
 
-    easy = {"floors_median_r": -1.0, "floors_p10_r": -1.0, "floors_absent": 1e9}
+    easy = {"floors_median_r": -1.0, "floors_p10_r": -1.0, "floors_absent": 1e9,
+            "floors_coverage": -1.0, "floors_outside": -1.0}  # fmt: skip
     cfg = dataclasses.replace(TINY, steps=20, candidates=(0, 1), **easy)
     manifest = run(tmp_path, cfg, plots=False, progress=False, jobs=1)
     metrics = json.loads((tmp_path / "metrics.json").read_text())

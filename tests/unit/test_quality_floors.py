@@ -52,8 +52,9 @@ def test_the_default_configs_carry_the_floors_and_the_tiny_ones_are_off():
     assert limits(FREQUENCY["default"]) == {
         f"{mode}_{figure}": limit
         for mode in ("windows", "stream")
-        for figure, limit in (("median_r", 0.95), ("p10_r", 0.85), ("absent_ratio", 0.15))
-    }
+        for figure, limit in (("median_r", 0.95), ("p10_r", 0.85), ("absent_ratio", 0.15),
+                              ("band_coverage", 0.90), ("band_outside", 0.01))
+    }  # fmt: skip
     for configs in (SENTIMENT, DIGITS, FREQUENCY):
         assert set(limits(configs["tiny"]).values()) == {None}
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from handlers.frequency.settings import ExportGraph, FrequencyExport
+from handlers.frequency.settings import BandScale, ExportGraph, FrequencyExport
 from training.common.entry import train_and_report
 from training.common.floors import check_floors
 from training.common.machine import describe_cpu
@@ -38,12 +38,12 @@ from training.frequency.model import (
 )
 from training.frequency.ood import ood_threshold
 from training.frequency.plots import plot_components
-from training.frequency.quality import figures, quality
+from training.frequency.quality import MODES, band_figures, calibrate, figures, quality
 
 HEAD_FILE = "head.npz"
 
 
-def handler_settings(cfg: TrainConfig) -> FrequencyExport:
+def handler_settings(cfg: TrainConfig, band_scale: BandScale | None = None) -> FrequencyExport:
     """What the handler must know about the export (the manifest's handler block, read at load)."""
     return FrequencyExport(
         window=cfg.window,
@@ -56,6 +56,7 @@ def handler_settings(cfg: TrainConfig) -> FrequencyExport:
         step=ExportGraph(tuple(STEP_INPUTS), tuple(STEP_OUTPUTS), STEP_FILES),
         head=HEAD_FILE,
         ood_threshold=ood_threshold(cfg),
+        band_scale=band_scale,
     )
 
 
@@ -96,9 +97,11 @@ def run(
     train_seconds = time.perf_counter() - started
     # The floors on held-out served-family signals, both modes: a miss raises QualityError here,
     # before anything is exported (no manifest, nothing registered).
-    test_quality = quality(model, cfg)
+    # The band's factors are fitted on signals of their own seed, then held on the test signals.
+    band_scale = calibrate(model, cfg)
+    test_quality = quality(model, cfg, band_scale=band_scale)
     floors = check_floors(
-        "frequency", figures(test_quality), cfg.floors,
+        "frequency", figures(test_quality) | band_figures(test_quality), cfg.floors,
         "held-out served-family signals (training/frequency/quality.py); train other seeds: "
         "python -m training.frequency --candidates 2,3 --out ...",
     )  # fmt: skip
@@ -114,6 +117,7 @@ def run(
         "seed": kept.seed,
         "candidates": {f"seed-{c.seed}": c.summary() for c in candidates},
         "candidates_not_trained": untrained(candidates, cfg),  # an earlier seed was under the floor
+        "band_scale": band_scale.to_block(),
         "quality": test_quality,
         "floors": floors,
     }
@@ -129,11 +133,18 @@ def run(
         "train_seconds": metrics["train_seconds"],
         "machine": metrics["machine"],
         "heldout_family": figures(test_quality),
+        "band_scale": band_scale.to_block(),
+        "band_coverage": {m: test_quality[m]["band_coverage"] for m in MODES},
     }
     serve = ["model.pt", "model.onnx", "step.pt", "step.onnx", HEAD_FILE]
     parity_summary = {k: v["max_abs_diff"] for k, v in parity.items()}
     manifest = write_manifest(
-        out, "frequency", serve, handler_settings(cfg).to_block(), summary, parity_summary
+        out,
+        "frequency",
+        serve,
+        handler_settings(cfg, band_scale).to_block(),
+        summary,
+        parity_summary,
     )
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())

@@ -68,8 +68,9 @@ class Candidate:
         }
 
     def meets(self, cfg: TrainConfig) -> bool:
+        # The extraction's floors; the band's are held after its factors are fitted on the kept one.
         f = figures(self.validation)
-        return not any(floor.missed(f[floor.figure]) for floor in cfg.floors)
+        return not any(floor.missed(f[floor.figure]) for floor in cfg.floors if floor.figure in f)
 
 
 def validation_score(report: dict) -> float:

@@ -100,6 +100,25 @@ class TrainConfig:
     ood_quantile: float = 0.99
     """The threshold is this quantile of their residuals, times `ood_margin`."""
     ood_margin: float = 1.1
+    calib_seed: int = 4
+    """Seed of the held-out served-family signals the band scale is fitted on (neither train,
+    test, validation nor ood signals)."""
+    calib_signals: int = 64
+    """How many (`eval_samples` each)."""
+    band_nominal: float = 0.9545
+    """Share of the true samples the served +-2 std band should hold (a Gaussian's): each mode's
+    scale is the quantile of |truth - answer| / (2 std) at this level on the calibration signals."""
+    band_step: int = 100
+    """Samples per factor of the band's table (FrequencyExport.band_scale)."""
+    band_stream_buckets: int = 20
+    """A stream's factors: one per `band_step` samples of its first 20 x 100 (the 2 s of the
+    calibration signals), the last holding on."""
+    floors_coverage: float | None = 0.90
+    """Held-out served family, both modes: the share of true samples inside the served +-2 std
+    must be at least this ..."""
+    floors_outside: float | None = 0.01
+    """... and the share outside it at least this (a band that holds everything is too wide):
+    coverage within [0.90, 0.99] around the nominal 0.954."""
     val_every: int = 150
     """Optimizer steps between validation passes ((I, Q) MSE of the validation signals)."""
     patience: int = 4
@@ -118,6 +137,10 @@ class TrainConfig:
                       what=f"{mode}: 10th percentile correlation"),
                 Floor(f"{mode}_absent_ratio", self.floors_absent, at_least=False,
                       what=f"{mode}: absent-component RMS over the present ones'"),
+                Floor(f"{mode}_band_coverage", self.floors_coverage, at_least=True,
+                      what=f"{mode}: share of true samples inside the served +-2 std"),
+                Floor(f"{mode}_band_outside", self.floors_outside, at_least=True,
+                      what=f"{mode}: share of true samples outside the served +-2 std"),
             ]  # fmt: skip
         return tuple(floors)
 
@@ -141,6 +164,9 @@ CONFIGS = {
         floors_median_r=None,  # 60 steps learn little; the floors are the default run's
         floors_p10_r=None,
         floors_absent=None,
+        floors_coverage=None,
+        floors_outside=None,
+        calib_signals=8,
         eval_signals=8,
         eval_samples=400,
     ),
