@@ -45,7 +45,7 @@ class TrainConfig:
     """Synthetic digit glyphs (training/digits/glyphs.py: bowls, hooks, stems and bars of random
     proportions and pen width) finished like the redrawn copies and added to training; a ninth as
     many to validation. 0 turns them off."""
-    font_images: int = 800
+    font_images: int = 1200
     """Typeset digits (glyphs.py: the fonts matplotlib bundles, random weight) finished like the
     redrawn copies and added to training; a ninth as many to validation. 0 turns them off."""
     train_images: int = 1500
