@@ -41,10 +41,13 @@ class TrainConfig:
     """Augmentation: redrawn large copies of each training and validation digit (random stroke
     width, slant, rotation, stretch, scale, position, levels, polarity, blur, noise;
     training/digits/augment.py), read by the served pixels code like an upload; 0 turns it off."""
-    glyph_images: int = 1500
+    glyph_images: int = 700
     """Synthetic digit glyphs (training/digits/glyphs.py: bowls, hooks, stems and bars of random
     proportions and pen width) finished like the redrawn copies and added to training; a ninth as
     many to validation. 0 turns them off."""
+    font_images: int = 1200
+    """Typeset digits (glyphs.py: the fonts matplotlib bundles, random weight) finished like the
+    redrawn copies and added to training; a ninth as many to validation. 0 turns them off."""
     train_images: int = 1500
     """The first 1,500 images of load_digits train and validate; the last 297 are the test split."""
     val_images: int = 150
@@ -90,6 +93,7 @@ CONFIGS = {
         dataset_repeats=1,
         redrawn_copies=1,
         glyph_images=100,
+        font_images=50,
         min_test_accuracy=None,  # quality floor off: two epochs of a width-8 net cannot hold it
     ),  # fmt: skip
 }

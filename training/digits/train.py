@@ -111,11 +111,16 @@ class DigitsModule(L.LightningModule):
 
 
 def with_redrawn(
-    split: Split, copies: int, seed: int, glyph_images: int = 0, repeats: int = 1
+    split: Split,
+    copies: int,
+    seed: int,
+    glyph_images: int = 0,
+    repeats: int = 1,
+    font_images: int = 0,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """The split's digits (`repeats` times), `copies` redrawn large images of each and
-    `glyph_images` synthetic glyphs (augment.py), with labels."""
-    images, labels = augmented(split.greys, split.labels, copies, seed, glyph_images)
+    """The split's digits (`repeats` times), `copies` redrawn large images of each,
+    `glyph_images` synthetic glyphs and `font_images` typeset digits (augment.py), with labels."""
+    images, labels = augmented(split.greys, split.labels, copies, seed, glyph_images, font_images)
     own = [*split.greys] * repeats
     return [*own, *images], np.concatenate([np.tile(split.labels, repeats), labels])
 
@@ -129,9 +134,14 @@ def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tupl
             cfg.torch_seed,
             cfg.glyph_images,
             cfg.dataset_repeats,
+            cfg.font_images,
         ),
         "val": with_redrawn(
-            splits["val"], cfg.redrawn_copies, cfg.torch_seed + 1, cfg.glyph_images // 9
+            splits["val"],
+            cfg.redrawn_copies,
+            cfg.torch_seed + 1,
+            cfg.glyph_images // 9,
+            font_images=cfg.font_images // 9,
         ),
     }
 
