@@ -37,6 +37,9 @@ class TrainConfig:
     dataset_repeats: int = 2
     """Each training digit of the dataset itself appears this many times per epoch, beside its
     redrawn copies and the glyphs: the dataset's own digits keep their weight."""
+    dataset_weight: float = 1.0
+    """Loss weight of the dataset's own training digits (each repeat) against 1 for the redrawn
+    copies, glyphs and typeset digits: the held-out test is the dataset's digits."""
     redrawn_copies: int = 2
     """Augmentation: redrawn large copies of each training and validation digit (random stroke
     width, slant, rotation, stretch, scale, position, levels, polarity, blur, noise;
@@ -48,6 +51,9 @@ class TrainConfig:
     font_images: int = 1200
     """Typeset digits (glyphs.py: the fonts matplotlib bundles, random weight) finished like the
     redrawn copies and added to training; a ninth as many to validation. 0 turns them off."""
+    ema_decay: float = 0.0
+    """Exponential moving average of the weights (and batch-norm statistics), updated every step:
+    validation, early stopping and the export use the averaged network. 0 turns it off."""
     train_images: int = 1500
     """The first 1,500 images of load_digits train and validate; the last 297 are the test split."""
     val_images: int = 150
