@@ -12,7 +12,8 @@ generator's seed 2024; these tests draw with another seed (HELD_OUT_SEED).
 These tests on the recipe before the reading and the augmentation: drawn digits 0.30 bright-on-dark
 and 0.12 dark-on-light, typed 0.25 and 0.13, entropy AUROC of errors 0.60 (and no polarity in the
 answer). With them (two trainings): drawn 0.99-1.00 in both polarities, typed 0.85-0.90, AUROC
-0.996.
+0.996. With typeset digits in matplotlib's fonts in training as well (four trainings, torch seeds
+0-3): drawn 0.99-1.00, typed 0.92-1.00, AUROC 0.974-0.989; the 297 test digits 0.9697-0.9832.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from training.digits.probes import LETTERS, non_digits
 pytestmark = pytest.mark.slow
 
 HELD_OUT_SEED = 7
-ACCURACY_FLOOR = {"drawn": 0.9, "typed": 0.8}
-"""Per kind and polarity. Typed digits fall short of 0.9: the font's 9 and 6, whose tail or hook
-nearly closes at 8 x 8, are read as 0 or 8 (0.85-0.90 measured over two trainings of the recipe,
-drawn 0.99-1.00); the floor holds what is reached with a margin for retraining."""
+ACCURACY_FLOOR = {"drawn": 0.9, "typed": 0.9}
+"""Per kind and polarity. Typed digits reached 0.85-0.90 before training saw typeset digits (the
+font's 9 and 6, whose tail or hook nearly closes at 8 x 8, read as 0 or 8); with matplotlib's
+bundled fonts in training (training/digits/glyphs.py) four trainings (torch seeds 0-3) reach
+0.98 / 1.00, 0.97 / 0.92, 0.95 / 0.93 and 0.97 / 0.95 (bright on dark / dark on light)."""
 CONFIG = {"runtime": "onnx", "threads": 1, "max_batch_images": 1024}
 
 

@@ -5,9 +5,10 @@ learns the digits people draw and type through the same reading the handler serv
 Each copy of a dataset digit is enlarged to 32 x 32 (bicubic), turned into a stroke of a random
 width (a soft threshold at a random level, sometimes dilated or eroded), slanted, rotated and
 stretched, placed at a random scale and position on a canvas of random size, given random ink and
-paper levels in either polarity, and sometimes blurred or noised. Synthetic glyphs (glyphs.py) are
-finished the same way. Nothing here renders fonts or shares code, templates or seeds with the
-held-out test of drawn and typed digits (tests/support/drawn_digits.py).
+paper levels in either polarity, and sometimes blurred or noised. Synthetic glyphs and typeset
+digits in matplotlib's bundled fonts (glyphs.py) are finished the same way. Nothing here uses
+Pillow's bundled font (Aileron) or shares code, templates or seeds with the held-out test of drawn
+and typed digits (tests/support/drawn_digits.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 import numpy as np
 from PIL import Image, ImageFilter
 
-from training.digits.glyphs import glyphs
+from training.digits.glyphs import glyphs, typeset_glyphs
 
 
 def _stroke(grey: np.ndarray, rng: np.random.Generator) -> Image.Image:
@@ -100,12 +101,19 @@ def finished(stroke: Image.Image, rng: np.random.Generator) -> np.ndarray:
 
 
 def augmented(
-    greys: np.ndarray, labels: np.ndarray, copies: int, seed: int, glyph_images: int = 0
+    greys: np.ndarray,
+    labels: np.ndarray,
+    copies: int,
+    seed: int,
+    glyph_images: int = 0,
+    font_images: int = 0,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """`copies` redrawn images of each dataset digit, then `glyph_images` synthetic glyphs
-    (glyphs.py) finished the same way, and their labels (seeded)."""
+    """`copies` redrawn images of each dataset digit, then `glyph_images` synthetic glyphs and
+    `font_images` typeset digits (glyphs.py) finished the same way, and their labels (seeded)."""
     rng = np.random.default_rng(seed)
     images = [redrawn(g, rng) for _ in range(copies) for g in greys]
     strokes, glyph_labels = glyphs(glyph_images, seed)
     images += [finished(stroke, rng) for stroke in strokes]
-    return images, np.concatenate([np.tile(labels, copies), glyph_labels])
+    typed, typed_labels = typeset_glyphs(font_images, seed)
+    images += [finished(stroke, rng) for stroke in typed]
+    return images, np.concatenate([np.tile(labels, copies), glyph_labels, typed_labels])

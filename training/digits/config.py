@@ -37,14 +37,23 @@ class TrainConfig:
     dataset_repeats: int = 2
     """Each training digit of the dataset itself appears this many times per epoch, beside its
     redrawn copies and the glyphs: the dataset's own digits keep their weight."""
+    dataset_weight: float = 1.0
+    """Loss weight of the dataset's own training digits (each repeat) against 1 for the redrawn
+    copies, glyphs and typeset digits: the held-out test is the dataset's digits."""
     redrawn_copies: int = 2
     """Augmentation: redrawn large copies of each training and validation digit (random stroke
     width, slant, rotation, stretch, scale, position, levels, polarity, blur, noise;
     training/digits/augment.py), read by the served pixels code like an upload; 0 turns it off."""
-    glyph_images: int = 1500
+    glyph_images: int = 700
     """Synthetic digit glyphs (training/digits/glyphs.py: bowls, hooks, stems and bars of random
     proportions and pen width) finished like the redrawn copies and added to training; a ninth as
     many to validation. 0 turns them off."""
+    font_images: int = 1200
+    """Typeset digits (glyphs.py: the fonts matplotlib bundles, random weight) finished like the
+    redrawn copies and added to training; a ninth as many to validation. 0 turns them off."""
+    ema_decay: float = 0.0
+    """Exponential moving average of the weights (and batch-norm statistics), updated every step:
+    validation, early stopping and the export use the averaged network. 0 turns it off."""
     train_images: int = 1500
     """The first 1,500 images of load_digits train and validate; the last 297 are the test split."""
     val_images: int = 150
@@ -90,6 +99,7 @@ CONFIGS = {
         dataset_repeats=1,
         redrawn_copies=1,
         glyph_images=100,
+        font_images=50,
         min_test_accuracy=None,  # quality floor off: two epochs of a width-8 net cannot hold it
     ),  # fmt: skip
 }

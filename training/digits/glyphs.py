@@ -3,17 +3,24 @@ from ImageDraw's ellipse, arc and line primitives with random proportions, so th
 the round bowls and short hooks of printed and neatly written digits that scikit-learn's writers
 seldom made (a 6 whose bowl is most of its height, a 9 with a straight stem).
 
+Typeset digits (`typeset_glyphs`): the digits of the fonts matplotlib bundles (DejaVu Sans, Sans
+Mono and Serif, STIX, Computer Modern; matplotlib is a pinned requirement, so every install has
+them and no system font is needed), at random weights. Their 6 and 9 end in a curved tail or hook
+that nearly closes at 8 x 8, a shape the dataset's writers and the stroke glyphs above seldom make.
+
 The output is a 32 x 32 stroke image that training/digits/augment.py slants, places, levels and
 inverts like a redrawn dataset digit. The held-out test generator (tests/support/drawn_digits.py:
-polylines from its own templates, Pillow's bundled font) shares no code, shape or seed with this.
+polylines from its own templates, Pillow's bundled font Aileron) shares no code, shape, font or
+seed with this.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 Box = tuple[float, float, float, float]
 Pen = Callable[..., None]
@@ -113,3 +120,60 @@ def glyphs(n: int, seed: int) -> tuple[list[Image.Image], np.ndarray]:
     rng = np.random.default_rng(seed)
     labels = np.arange(n, dtype=np.int64) % 10
     return [glyph(int(k), rng) for k in labels], labels
+
+
+FONT_FILES = (
+    "DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "DejaVuSans-Oblique.ttf", "DejaVuSans-BoldOblique.ttf",
+    "DejaVuSansMono.ttf", "DejaVuSansMono-Bold.ttf", "DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf",
+    "DejaVuSerif-Italic.ttf", "STIXGeneral.ttf", "STIXGeneralBol.ttf", "STIXGeneralItalic.ttf",
+    "cmr10.ttf", "cmss10.ttf", "cmtt10.ttf", "cmb10.ttf",
+)  # fmt: skip
+"""The fonts typeset glyphs are drawn in: files of matplotlib's mpl-data/fonts/ttf. Never Pillow's
+bundled Aileron (ImageFont.load_default), the font of the held-out typed digits."""
+FONT_SIZE = 64
+"""Rendering size in points (pixels) before the glyph is fitted into its 32 x 32 frame."""
+
+
+def font_paths() -> list[Path]:
+    """FONT_FILES in matplotlib's data directory (a clear error if one is missing)."""
+    import matplotlib
+
+    root = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    paths = [root / name for name in FONT_FILES]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"fonts for typeset digit glyphs not found: {missing}")
+    return paths
+
+
+def font_faces(size: int = FONT_SIZE) -> list[ImageFont.FreeTypeFont]:
+    """The fonts of FONT_FILES at `size`."""
+    return [ImageFont.truetype(str(p), size) for p in font_paths()]
+
+
+def typeset(
+    label: int, rng: np.random.Generator, fonts: list[ImageFont.FreeTypeFont]
+) -> Image.Image:
+    """One 32 x 32 stroke image ('F' mode, 0..1) of `label` in a random font and weight: its ink
+    fitted into rows 2..30, centred across, like glyph()'s."""
+    canvas = 2 * FONT_SIZE
+    im = Image.new("L", (canvas, canvas), 0)
+    weight = int(rng.integers(0, 4))  # pixels of stroke added each way at FONT_SIZE
+    font = fonts[int(rng.integers(len(fonts)))]
+    ImageDraw.Draw(im).text((canvas / 2, canvas / 2), str(label), fill=255, font=font,
+                            anchor="mm", stroke_width=weight, stroke_fill=255)  # fmt: skip
+    crop = im.crop(im.getbbox())
+    scale = 28 / crop.size[1]
+    size = (min(32, max(1, round(crop.size[0] * scale))), 28)
+    out = Image.new("L", (32, 32), 0)
+    out.paste(crop.resize(size, Image.Resampling.BOX), ((32 - size[0]) // 2, 2))
+    return Image.fromarray(np.asarray(out, np.float32) / 255.0)
+
+
+def typeset_glyphs(n: int, seed: int) -> tuple[list[Image.Image], np.ndarray]:
+    """n typeset glyphs, the digits in turn, and their labels (seeded; its own stream, apart from
+    glyphs()'s)."""
+    rng = np.random.default_rng([seed, 1])
+    fonts = font_faces() if n else []
+    labels = np.arange(n, dtype=np.int64) % 10
+    return [typeset(int(k), rng, fonts) for k in labels], labels

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import EarlyStopping
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, TensorDataset
 
 from handlers.digits.pixels import model_batch, resize
@@ -76,9 +77,25 @@ class DigitsModule(L.LightningModule):
         if cfg.outlier_weight > 0 and cfg.outlier_images > 0:
             bank = model_batch(synthetic_non_digits(cfg.outlier_images, cfg.torch_seed), export)
         self.register_buffer("outliers", torch.from_numpy(bank), persistent=False)
+        # Weights averaged over the last steps (an exponential moving average, batch-norm
+        # statistics included): validated, early-stopped on and exported instead of the last ones.
+        self.ema = (
+            AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay),
+                          use_buffers=True)
+            if cfg.ema_decay > 0
+            else None
+        )  # fmt: skip
+
+    def served(self) -> torch.nn.Module:
+        """The network validated and exported: the averaged weights when ema_decay > 0."""
+        return self.ema.module if self.ema is not None else self.model
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
 
     def training_step(self, batch, batch_idx):
-        x, y = batch
+        x, y, weight = batch
         x = shifted(x, self.most, self.background)
         k = int(round(self.cfg.outlier_fraction * len(x))) if len(self.outliers) else 0
         if k:
@@ -86,7 +103,11 @@ class DigitsModule(L.LightningModule):
             x = torch.cat([x, self.outliers[pick]])
         logits, _ = self.model(x)
         digits, others = logits[: len(y)], logits[len(y) :]
-        loss = F.cross_entropy(digits, y, label_smoothing=self.cfg.label_smoothing)
+        # The dataset's own digits weigh dataset_weight, redrawn copies and glyphs 1.
+        each = F.cross_entropy(
+            digits, y, label_smoothing=self.cfg.label_smoothing, reduction="none"
+        )
+        loss = (each * weight).sum() / weight.sum()
         if k:
             # Outlier exposure: cross-entropy to the uniform distribution over the classes.
             uniform = -F.log_softmax(others, dim=-1).mean(dim=-1).mean()
@@ -98,7 +119,7 @@ class DigitsModule(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
-        logits, _ = self.model(x)
+        logits, _ = self.served()(x)
         self.log("val_loss", F.cross_entropy(logits, y), prog_bar=True)
         self.log("val_acc", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
 
@@ -111,11 +132,16 @@ class DigitsModule(L.LightningModule):
 
 
 def with_redrawn(
-    split: Split, copies: int, seed: int, glyph_images: int = 0, repeats: int = 1
+    split: Split,
+    copies: int,
+    seed: int,
+    glyph_images: int = 0,
+    repeats: int = 1,
+    font_images: int = 0,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """The split's digits (`repeats` times), `copies` redrawn large images of each and
-    `glyph_images` synthetic glyphs (augment.py), with labels."""
-    images, labels = augmented(split.greys, split.labels, copies, seed, glyph_images)
+    """The split's digits (`repeats` times), `copies` redrawn large images of each,
+    `glyph_images` synthetic glyphs and `font_images` typeset digits (augment.py), with labels."""
+    images, labels = augmented(split.greys, split.labels, copies, seed, glyph_images, font_images)
     own = [*split.greys] * repeats
     return [*own, *images], np.concatenate([np.tile(split.labels, repeats), labels])
 
@@ -129,9 +155,14 @@ def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tupl
             cfg.torch_seed,
             cfg.glyph_images,
             cfg.dataset_repeats,
+            cfg.font_images,
         ),
         "val": with_redrawn(
-            splits["val"], cfg.redrawn_copies, cfg.torch_seed + 1, cfg.glyph_images // 9
+            splits["val"],
+            cfg.redrawn_copies,
+            cfg.torch_seed + 1,
+            cfg.glyph_images // 9,
+            font_images=cfg.font_images // 9,
         ),
     }
 
@@ -142,9 +173,14 @@ def loader(
     batch: int,
     shuffle: bool,
     seed: int,
+    weight: np.ndarray | None = None,
 ) -> DataLoader:
+    """Batches of (inputs, labels), with each image's loss weight third when `weight` is given."""
     x = torch.from_numpy(model_batch(images[0], export))
-    data = TensorDataset(x, torch.from_numpy(images[1]))
+    tensors = [x, torch.from_numpy(images[1])]
+    if weight is not None:
+        tensors.append(torch.from_numpy(weight))
+    data = TensorDataset(*tensors)
     return DataLoader(data, batch_size=batch, shuffle=shuffle,
                       generator=torch.Generator().manual_seed(seed))  # fmt: skip
 
@@ -163,7 +199,10 @@ def train(
     opts = opts or TrainerOptions()
     L.seed_everything(cfg.torch_seed, verbose=False)
     images = redrawn_splits(cfg, splits)
-    fit = loader(images["train"], export, cfg.batch_size, True, cfg.torch_seed)
+    own = len(splits["train"].labels) * cfg.dataset_repeats  # with_redrawn puts them first
+    weight = np.ones(len(images["train"][1]), np.float32)
+    weight[:own] = cfg.dataset_weight
+    fit = loader(images["train"], export, cfg.batch_size, True, cfg.torch_seed, weight)
     val = loader(images["val"], export, 2048, False, cfg.torch_seed)
     steps = cfg.epochs * len(fit)
     module = DigitsModule(cfg, export, steps)
@@ -173,7 +212,7 @@ def train(
         trainer = build_trainer(opts, root, max_steps=steps, progress=progress, logger=logger,
                                 callbacks=[stop])  # fmt: skip
         trainer.fit(module, fit, val, ckpt_path=checkpoint_path(root, opts))
-    return module.model.cpu().float().eval(), int(trainer.global_step)
+    return module.served().cpu().float().eval(), int(trainer.global_step)
 
 
 def outputs_of(
