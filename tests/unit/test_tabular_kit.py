@@ -2,8 +2,9 @@
 optional feature): bodies in JSON and CSV, each schema violation a 400 naming the field and the
 rule, the cost of a request before it runs, the encoding, and per-feature attributions.
 
-`BAD_BODIES` and `assert_bad_inputs_refused` are what any tabular model inherits: its own tests
-run them over its schema (tests/unit/test_tabular_model.py, tests/integration)."""
+`BAD_BODIES` and `assert_bad_inputs_refused` are what any tabular model inherits: the tests at the
+end run them, and the batch's cost before it runs, over every registered model naming the tabular
+kit (its tiny export), as tests/unit/test_image_kit.py does for the image kit."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from handlers import budget
+from handlers import budget, registry
 from handlers.errors import (
     ArchiveError,
     BadEncoding,
@@ -32,7 +33,9 @@ from handlers.kits.tabular import (
     records_budget,
     rows_of,
 )  # fmt: skip
-from handlers.service import Request
+from handlers.service import ModelService, Request
+from tests.fixtures.served import handler_config
+from tools import registry as tools
 
 COLUMNS = {
     "age": [20, 35, 50, 65],
@@ -246,3 +249,52 @@ def test_a_field_nested_past_repr_depth_is_a_bad_field_not_a_500(schema):
     body = ('{"age": ' + "[" * 1000 + "]" * 1000 + ", " + good[1:]).encode()
     with pytest.raises(BadField, match="nested too deep"):
         read_records(Request(body, {"Content-Type": "application/json"}), schema, 16)
+
+
+TABULAR_MODELS = [s.name for s in registry.MODELS if "tabular" in s.kits]
+
+
+def test_the_kit_has_models():
+    assert "tabular" in TABULAR_MODELS
+
+
+@pytest.fixture(scope="module", params=TABULAR_MODELS)
+def served_model(request) -> ModelService:
+    """Each registered model naming the tabular kit, as its archive serves it (its tiny export)."""
+    artifacts = request.getfixturevalue(f"{request.param}_artifacts")
+    config = handler_config(request.param) | {"threads": 1}
+    return ModelService.from_dir(artifacts, name=request.param, config=config)
+
+
+def test_every_tabular_model_refuses_the_kits_bad_inputs_beside_answered_neighbours(served_model):
+    """What any model of the kit inherits: each bad body a 400 naming the field and the rule,
+    the same from the whole lifecycle, its neighbours answered."""
+    model = served_model.model
+    example = tools.get(served_model.model.name).example()
+    assert_bad_inputs_refused(model.parse, model.schema, example)
+    good = Request(json.dumps(example).encode(), {"Content-Type": "application/json"})
+    for case, body, ctype, error, _ in BAD_BODIES(model.schema, example):
+        results = served_model.handle_batch([good, Request(body, {"Content-Type": ctype}), good])
+        assert isinstance(results[1], error) and results[1].status == 400, case
+        assert results[0].body == results[2].body and json.loads(results[0].body)["label"]
+
+
+def test_every_tabular_model_prices_a_batch_before_it_runs(served_model):
+    """Past the model's record budget a request gets 503 before any inference; the first request
+    of a batch always runs."""
+    settings = served_model.model.settings
+    example = tools.get(served_model.model.name).example()
+    per = min(settings.max_records, settings.max_batch_records)
+    body = json.dumps({"records": [example] * per}).encode()
+    h = {"Content-Type": "application/json"}
+    calls = []
+    inference = served_model.model.inference
+    served_model.model.inference = lambda batch: calls.append(batch) or inference(batch)
+    try:
+        n = settings.max_batch_records // per + 1
+        results = served_model.handle_batch([Request(body, h) for _ in range(n)])
+    finally:
+        served_model.model.inference = inference
+    assert isinstance(results[-1], Overloaded) and results[-1].status == 503
+    assert not any(isinstance(r, RequestError) for r in results[:-1])
+    assert len(calls) == 1
