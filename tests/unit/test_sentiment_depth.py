@@ -4,6 +4,7 @@ trainable, and `--floors report` records a miss instead of stopping the run."""
 
 from __future__ import annotations
 
+import json
 import re
 from argparse import Namespace
 from dataclasses import replace
@@ -17,6 +18,7 @@ from training.sentiment.__main__ import chosen_config, main
 from training.sentiment.config import DEFAULT, ENCODER_LAYERS, TINY, at_depth
 from training.sentiment.export import export_onnx
 from training.sentiment.model import build_model
+from training.sentiment.pipeline import run
 
 LAYER = re.compile(r"encoder[./]layer\.(\d+)[./]")
 
@@ -50,8 +52,7 @@ def test_the_command_line_sets_the_depth_and_the_floor_mode(capsys):
     assert "--floors report needs --no-track" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("layers", [2, 3])
-def test_the_exported_graph_has_k_layers(tmp_path, layers):
+def test_the_exported_graph_has_k_layers(tmp_path, layers=3):
     cfg = at_depth(replace(TINY, encoder_layers=None), layers)
     model = build_model(cfg)
     assert len(model.encoder.encoder.layer) == layers
@@ -78,3 +79,16 @@ def test_a_reported_floor_says_missed_without_raising():
         "acc": {"value": 0.8940, "floor": 0.90, "at_least": True, "met": False},
         "ece": {"value": 0.0083, "floor": 0.03, "at_least": False, "met": True},
     }
+
+
+def test_a_report_run_writes_the_export_below_its_floors(tmp_path):
+    """Unreachable floors in report mode: the run finishes, says which floors it missed, and
+    its served export runs the two layers asked for."""
+    cfg = replace(at_depth(TINY, 2), min_imdb_accuracy=0.999, max_ece=0.0, enforce_floors=False)
+    manifest = run(tmp_path, cfg)
+    floors = json.loads((tmp_path / "metrics.json").read_text())["quality_floors"]
+    assert floors["test_accuracy_imdb"]["met"] is False
+    assert floors["test_accuracy_imdb"]["floor"] == 0.999
+    assert floors["ece_after"]["met"] is False
+    assert manifest["metrics"]["quality_floors"] == floors
+    assert onnx_layers(tmp_path / "model.onnx") == {0, 1}
