@@ -68,6 +68,21 @@ def check_floors(
     }
 
 
+def floor_report(figures: Mapping[str, float], floors: Iterable[Floor]) -> dict[str, dict]:
+    """The floors measured but not enforced (a variant trained to be measured): figure -> value,
+    floor and whether it was met, for metrics.json; never raises."""
+    return {
+        f.figure: {
+            "value": float(figures[f.figure]),
+            "floor": f.limit,
+            "at_least": f.at_least,
+            "met": not f.missed(figures[f.figure]),
+        }
+        for f in floors
+        if f.limit is not None
+    }
+
+
 @contextmanager
 def staged_export(out: Path, files: Iterable[str]) -> Iterator[Path]:
     """A folder inside `out` to export into; on a clean exit `files` move into `out` (after the
