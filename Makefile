@@ -124,10 +124,13 @@ TS_CONFIG_FILE=$(CURDIR)/logs/torchserve.properties env -u PYTHONPATH $(VENV)/bi
 $(PY) -m deploy.local_door start --config config.properties --run logs/door \
 	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; exit 1; }
 $(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
-	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; exit 1; }
+	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; $(stop-started); exit 1; }
 $(PY) -m deploy.local_door ready \
-	|| { tail -n 20 logs/door/door.log >&2; exit 1; }
+	|| { tail -n 20 logs/door/door.log >&2; $(stop-started); exit 1; }
 endef
+
+# A `make serve` that fails leaves nothing of its own running (a door left behind would hold 8080).
+stop-started = $(PY) -m deploy.local_door stop --run logs/door >/dev/null 2>&1; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1
 
 serve: archive ## Train what is missing, archive, start TorchServe in the background
 	$(start-torchserve)

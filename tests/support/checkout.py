@@ -113,6 +113,7 @@ class Shell:
             start_new_session=True,  # one process group: bash and all it starts
         )
         self._count = 0
+        self._netns = _own_namespace(self.process)
 
     def run(self, script: str, where: str = "script", timeout: float = 300) -> str:
         """Run script in the session; its output, or ShellError when it fails.
@@ -156,9 +157,14 @@ class Shell:
             return f.read().decode(errors="replace")
 
     def close(self) -> None:
-        """Kill everything the session started (the namespace's servers die with it)."""
+        """Kill everything the session started: its process group and every process in its
+        network namespace (a server that made its own session, such as the local door's HAProxy,
+        is outside the group and would otherwise outlive the test)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in _in_namespace(self._netns):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
         self._log.close()
@@ -168,6 +174,30 @@ class Shell:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _own_namespace(process: subprocess.Popen) -> str | None:
+    """The network namespace `process` enters (`unshare --net` makes it at once), read while it
+    runs: a session whose bash has ended can still leave servers in it."""
+    host = os.readlink("/proc/self/ns/net")
+    deadline = time.monotonic() + 10
+    while process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if (netns := os.readlink(f"/proc/{process.pid}/ns/net")) != host:
+                return netns
+        time.sleep(0.01)
+    return None
+
+
+def _in_namespace(netns: str | None) -> list[int]:
+    """Every process in the network namespace `netns` (none for None)."""
+    found = []
+    for entry in Path("/proc").iterdir() if netns else ():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / "net") == netns:
+                    found.append(int(entry.name))
+    return found
 
 
 def _read(path: Path) -> str:
