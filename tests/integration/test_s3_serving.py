@@ -18,6 +18,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 MiB = 1024 * 1024
 
 
+def pull(model: str, store, bucket: str, s3_env) -> subprocess.CompletedProcess:
+    """The production stage of `model` pulled into `store` with the init container's command."""
+    pulled = subprocess.run(
+        [sys.executable, "-m", "deploy", "pull", model, "--stage", "production"]
+        + ["--dest", str(store), "--bucket", bucket, "--prefix", "models", "--no-progress"],
+        env=os.environ | s3_env.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pulled.returncode == 0, pulled.stderr
+    return pulled
+
+
 def test_archive_pulled_from_the_production_stage_loads_and_answers(
     s3_env, s3_bucket, sentiment_archive, tmp_path
 ):
@@ -31,15 +45,7 @@ def test_archive_pulled_from_the_production_stage_loads_and_answers(
     promote("sentiment", "serve-1", "production", layout)
 
     store = tmp_path / "model-store"
-    pulled = subprocess.run(
-        [sys.executable, "-m", "deploy", "pull", "sentiment", "--stage", "production"]
-        + ["--dest", str(store), "--bucket", s3_bucket, "--prefix", "models", "--no-progress"],
-        env=os.environ | s3_env.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert pulled.returncode == 0, pulled.stderr
+    pulled = pull("sentiment", store, s3_bucket, s3_env)
     assert "verified" in pulled.stdout
     assert os.listdir(store) == ["sentiment.mar"]
     assert sha256_file(store / "sentiment.mar") == sha256_file(sentiment_archive)
@@ -67,15 +73,7 @@ def test_the_tabular_archive_goes_through_the_store_as_sentiment_does(
     published = publish(tabular_archive, layout, version="t-1", progress=False)
     promote("tabular", "t-1", "production", layout)
     store = tmp_path / "model-store"
-    pulled = subprocess.run(
-        [sys.executable, "-m", "deploy", "pull", "tabular", "--stage", "production"]
-        + ["--dest", str(store), "--bucket", s3_bucket, "--prefix", "models", "--no-progress"],
-        env=os.environ | s3_env.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert pulled.returncode == 0, pulled.stderr
+    pull("tabular", store, s3_bucket, s3_env)
     assert sha256_file(store / "tabular.mar") == sha256_file(tabular_archive)
     server = TorchServe(workdir=tmp_path / "server", store=store, models=["tabular"]).start()
     try:

@@ -8,38 +8,17 @@ key."""
 from __future__ import annotations
 
 import base64
-import io
 import json
-import os
 import shutil
-import subprocess
-import sys
-import tarfile
 from collections import Counter
 from pathlib import Path
 
 from tests.support import frequency_answers
+from tests.unit.test_digits_answers import answers_at
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = "ea002ff705e4e488ef9e93e50937a62ac9847e9c"
 """main before the signal kit: the frequency code it was checked against."""
-
-
-def answers_at(commit: str, artifacts: Path, tmp: Path) -> list[list[dict]]:
-    """The answers of handlers/ as of `commit`, in a process that imports only that code."""
-    archive = subprocess.run(
-        ["git", "archive", commit, "handlers"], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    code = tmp / "code"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(code, filter="data")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(code)}
-    out = tmp / "answers.json"
-    script = Path(frequency_answers.__file__)
-    subprocess.run(
-        [sys.executable, str(script), str(artifacts), str(out)], env=env, cwd=tmp, check=True
-    )
-    return json.loads(out.read_text())
 
 
 def without_band_scale(artifacts: Path, tmp: Path) -> Path:
@@ -56,7 +35,7 @@ def without_band_scale(artifacts: Path, tmp: Path) -> Path:
 
 def test_frequency_answers_and_refusals_are_those_before_the_kit(frequency_artifacts, tmp_path):
     export = without_band_scale(frequency_artifacts, tmp_path)
-    before = answers_at(BEFORE, export, tmp_path)
+    before = answers_at(BEFORE, export, tmp_path, frequency_answers)
     now = frequency_answers.answers(export)
     assert len(now) == len(before)
     for n, (a, b) in enumerate(zip(now, before, strict=True)):
