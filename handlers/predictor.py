@@ -7,10 +7,13 @@ model-config's `handler:` block. The settings carry the artifact version, report
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from handlers.manifest import read_manifest
+
+log = logging.getLogger(__name__)
 
 
 class ModelSettings(Protocol):
@@ -52,3 +55,39 @@ class Predictor(Generic[SettingsT]):
         unpacked archive); `options` are the model's own constructor arguments."""
         settings = cls.parse_settings(read_manifest(model_dir), config)
         return cls(model_dir, settings, device, name, **options)
+
+
+PredictorT = TypeVar("PredictorT", bound=Predictor)
+
+
+class PredictorModel(Generic[PredictorT]):
+    """A model of the lifecycle (handlers/service.Model) built around one predictor: the kits'
+    models (handlers/kits/<kit>/model.py) take their load and constructor from here, and a model of
+    a kit names only its `predictor_class`."""
+
+    reads_parts: ClassVar[bool] = False
+    predictor_class: ClassVar[type[Predictor]]
+    """The model's own predictor: its name and settings parser (handlers/<model>/predict.py)."""
+
+    def __init__(self, predictor: PredictorT):
+        self.predictor = predictor
+        self.name: str = predictor.name
+        self.settings = predictor.settings
+
+    @classmethod
+    def load(
+        cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "", **options: Any
+    ) -> Self:
+        """`options`: the predictor's own constructor arguments (e.g. a signal model's state key)."""
+        predictor: Any = cls.predictor_class.from_dir(
+            model_dir, config, device=device, name=name or None, **options
+        )
+        log.info(
+            "%s %s ready: %s", predictor.name, predictor.settings.version, cls.describe(predictor)
+        )
+        return cls(predictor)
+
+    @staticmethod
+    def describe(predictor: PredictorT) -> str:
+        """What the load's log line says of the served model beyond its name and version."""
+        return f"runtime={predictor.settings.runtime}"

@@ -10,10 +10,8 @@ is a subclass naming its predictor (handlers/digits/model.py).
 
 from __future__ import annotations
 
-import logging
 from functools import cached_property
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any
 
 from handlers.budget import Budget
 from handlers.codec import Reply
@@ -22,34 +20,19 @@ from handlers.explain import Explanations
 from handlers.kits.image.classifier import ImageAnswer, ImagePredictor
 from handlers.kits.image.decode import ImageRequest, PendingImages
 from handlers.kits.image.settings import ImageSettings
+from handlers.predictor import PredictorModel
 from handlers.service import Request
 from handlers.telemetry import Telemetry
 
-log = logging.getLogger(__name__)
 
+class ImageModel(PredictorModel[ImagePredictor]):
+    settings: ImageSettings
 
-class ImageModel:
-    reads_parts: ClassVar[bool] = False
-    predictor: ImagePredictor
-    predictor_class: ClassVar[type[ImagePredictor]]
-    """The model's own predictor: its name and settings parser (handlers/<model>/predict.py)."""
-
-    def __init__(self, predictor: ImagePredictor):
-        self.predictor = predictor
-        self.name = predictor.name
-        self.settings: ImageSettings = predictor.settings
-
-    @classmethod
-    def load(cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "") -> Self:
-        predictor = cls.predictor_class.from_dir(
-            model_dir, config, device=device, name=name or None
-        )
+    @staticmethod
+    def describe(predictor: ImagePredictor) -> str:
         s = predictor.settings
-        log.info(
-            "%s %s ready: arch=%s input=%s %s runtime=%s", predictor.name,
-            s.version, s.export.arch, list(s.export.input_shape), s.export.layout, s.runtime,
-        )  # fmt: skip
-        return cls(predictor)
+        e = s.export
+        return f"arch={e.arch} input={list(e.input_shape)} {e.layout} runtime={s.runtime}"
 
     def parse(self, request: Request) -> PendingImages:
         """Read and priced from the image headers only: decoding waits until the batch's budgets

@@ -8,10 +8,8 @@ A model of the kit is a subclass naming its predictor (handlers/frequency/model.
 
 from __future__ import annotations
 
-import logging
 from functools import cached_property
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from handlers.budget import Budget
 from handlers.codec import Reply
@@ -19,40 +17,17 @@ from handlers.errors import BadField, RequestError
 from handlers.kits.signal.codec import SignalRequest, decode_request
 from handlers.kits.signal.predict import Extraction, SignalPredictor
 from handlers.kits.signal.settings import SignalSettings
+from handlers.predictor import PredictorModel
 from handlers.service import Request
 from handlers.telemetry import Telemetry
 
-log = logging.getLogger(__name__)
 
+class SignalModel(PredictorModel[SignalPredictor]):
+    """`load(..., state_key=...)` signs stream states with that key; without it the predictor
+    reads the deployment's key file."""
 
-class SignalModel:
     reads_parts: ClassVar[bool] = True
-    predictor: SignalPredictor
-    predictor_class: ClassVar[type[SignalPredictor]]
-    """The model's own predictor: its engine, states and settings (handlers/<model>/predict.py)."""
-
-    def __init__(self, predictor: SignalPredictor):
-        self.predictor = predictor
-        self.name = predictor.name
-        self.settings: SignalSettings = predictor.settings
-
-    @classmethod
-    def load(
-        cls,
-        model_dir: Path,
-        config: dict,
-        device: str = "cpu",
-        name: str = "",
-        *,
-        state_key: bytes | None = None,
-    ) -> Self:
-        """`state_key` signs stream states; None reads the deployment's key file."""
-        predictor = cls.predictor_class.from_dir(
-            model_dir, config, device=device, name=name or None, state_key=state_key
-        )
-        s = predictor.settings
-        log.info("%s %s ready: runtime=%s", predictor.name, s.version, s.runtime)
-        return cls(predictor)
+    settings: SignalSettings
 
     def parse(self, request: Request) -> SignalRequest:
         return decode_request(request, self.settings)

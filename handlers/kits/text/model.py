@@ -9,12 +9,10 @@ A model of the kit is a subclass naming its predictor (handlers/sentiment/model.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any
 
 from handlers.budget import Budget
 from handlers.codec import Reply, decode_request
@@ -24,22 +22,13 @@ from handlers.kits.text.classifier import UNCERTAINTY_SCORES, TextPredictor
 from handlers.kits.text.codec import Classification
 from handlers.kits.text.inputs import TextRequest, parse_texts
 from handlers.kits.text.settings import TextSettings
+from handlers.predictor import PredictorModel
 from handlers.service import Request
 from handlers.telemetry import Telemetry
 
-log = logging.getLogger(__name__)
 
-
-class TextModel:
-    reads_parts: ClassVar[bool] = False
-    predictor: TextPredictor
-    predictor_class: ClassVar[type[TextPredictor]]
-    """The model's own predictor: its name and settings parser (handlers/<model>/predict.py)."""
-
-    def __init__(self, predictor: TextPredictor):
-        self.predictor = predictor
-        self.name = predictor.name
-        self.settings: TextSettings = predictor.settings
+class TextModel(PredictorModel[TextPredictor]):
+    settings: TextSettings
 
     @cached_property
     def explainer(self) -> Any:
@@ -51,22 +40,13 @@ class TextModel:
             self.predictor, s.explain_method, samples=s.explain_samples, passes=s.explain_passes
         )
 
-    @classmethod
-    def load(cls, model_dir: Path, config: dict, device: str = "cpu", name: str = "") -> Self:
-        predictor = cls.predictor_class.from_dir(
-            model_dir, config, device=device, name=name or None
+    @staticmethod
+    def describe(predictor: TextPredictor) -> str:
+        p = predictor
+        return (
+            f"runtime={p.runtime_kind} ({p.settings.runtime}: {p.runtime_reason}) "
+            f"device={p.runtime.device}"
         )
-        s = predictor.settings
-        log.info(
-            "%s %s ready: runtime=%s (%s: %s) device=%s",
-            predictor.name,
-            s.version,
-            predictor.runtime_kind,
-            s.runtime,
-            predictor.runtime_reason,
-            predictor.runtime.device,
-        )
-        return cls(predictor)
 
     def parse(self, request: Request) -> TextRequest:
         """Texts checked against the limits and tokenized once: the ids both price the request
