@@ -224,13 +224,16 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
+# The integration tier's pytest processes (pytest-xdist): each file's tests stay in one process (its
+# servers start once); most of their time is waiting on servers, so two share two cores.
+TEST_WORKERS ?= 2
 # The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
 # artifacts/ holds every model, as after `make serve`, and then needs that server.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
 test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x --durations=10 tests/unit
 	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
-	$(PY) -m pytest -q --durations=20 tests/integration
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 tests/integration
 
 .PHONY: check-served
 check-served: $(STAMP) ## Ask the full-size models `make serve` runs: held-out reviews, digits, a signal; REST = gRPC = MLflow PyFunc

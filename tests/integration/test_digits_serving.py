@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from PIL import Image
 from handlers.digits.predict import DigitsPredictor
 from rehearsal.pod import java_tmpdir
 from tests.fixtures.served import handler_config
-from tests.support.torchserve import start_torchserve
+from tests.support.torchserve import among_neighbours, job_queue_size, send_waves, start_torchserve
 from tests.unit.test_digits_codec import png_claiming
 from training.digits.data import load_splits
 
@@ -142,18 +141,15 @@ def test_bad_inputs_are_refused_alone_and_neighbours_answered(server, greys):
     good = json.dumps({"image": grid(greys[1])}).encode()
     truncated = png(greys[2], scale=8)
     cases = [(n, truncated[:50] if b is None else b, c, s, k) for n, b, c, s, k in BAD]
-    sends = (
-        [("good", good, "application/json", 200, None)] * 4
-        + cases
-        + [("good", good, "application/json", 200, None)] * 4
-    )
+    good_case = ("good", good, "application/json", 200, None)
+    waves = among_neighbours(good_case, cases, job_queue_size("digits"))
 
     def send(case):
         name, body, ctype, _, _ = case
         return server.post("/predictions/digits", data=body, headers={"Content-Type": ctype})
 
-    with ThreadPoolExecutor(len(sends)) as pool:  # concurrent: TorchServe batches them together
-        responses = list(pool.map(send, sends))
+    sends = [case for wave in waves for case in wave]
+    responses = send_waves(send, waves)  # each wave at once: TorchServe batches it together
     labels = set()
     for (name, _, _, status, kind), resp in zip(sends, responses, strict=True):
         assert resp.status_code == status, (name, resp.text)

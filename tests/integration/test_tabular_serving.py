@@ -5,14 +5,13 @@ with a 400 naming the field while its batch neighbours are answered."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from clients import PROTOCOLS, connect
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
-from tests.support.torchserve import start_torchserve
+from tests.support.torchserve import among_neighbours, job_queue_size, send_waves, start_torchserve
 from tests.unit.test_tabular_kit import BAD_BODIES
 from tools import registry
 
@@ -78,17 +77,15 @@ def test_schema_violations_are_refused_alone_and_neighbours_answered(server, loc
         (case, body, ctype, words)
         for case, body, ctype, _, words in BAD_BODIES(local.model.schema, record)
     ]
-    sends = (
-        [("good", good, "application/json", None)] * 4
-        + bad
-        + [("good", good, "application/json", None)] * 4
+    waves = among_neighbours(
+        ("good", good, "application/json", None), bad, job_queue_size("tabular")
     )
 
     def send(case):
         return server.post("/predictions/tabular", data=case[1], headers={"Content-Type": case[2]})
 
-    with ThreadPoolExecutor(len(sends)) as pool:  # concurrent: TorchServe batches them together
-        responses = list(pool.map(send, sends))
+    sends = [case for wave in waves for case in wave]
+    responses = send_waves(send, waves)  # each wave at once: TorchServe batches it together
     want = in_process(local, good, "application/json")
     for (case, _, _, words), resp in zip(sends, responses, strict=True):
         if words is None:

@@ -207,3 +207,33 @@ def _group_gone(process: subprocess.Popen, pgid: int, grace: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.2)
+
+
+def job_queue_size(model: str) -> int:
+    """The model-config's jobQueueSize: the requests TorchServe holds for the model while its worker
+    is busy; past it TorchServe sheds with 503."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
+    return int(config["jobQueueSize"])
+
+
+def among_neighbours(good, bad: list, queue: int, edge: int = 2) -> list[list]:
+    """The bad cases among good neighbours, in waves TorchServe's queue holds whole: each wave is
+    `edge` good, at most `queue - 2 * edge` bad, `edge` good. Sent at once, more than the queue
+    holds is shed with 503 whenever the worker is still busy with the batch before (a slow or
+    shared CPU), which is not what a test of one bad request among good ones asks."""
+    step = queue - 2 * edge
+    return [[good] * edge + bad[i : i + step] + [good] * edge for i in range(0, len(bad), step)]
+
+
+def send_waves(send, waves: list[list]) -> list:
+    """Each wave's requests sent at once (so TorchServe batches them together), one wave after
+    another; the responses in the order of the waves' items."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    responses = []
+    for wave in waves:
+        with ThreadPoolExecutor(len(wave)) as pool:
+            responses += list(pool.map(send, wave))
+    return responses
