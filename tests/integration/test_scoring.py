@@ -24,6 +24,7 @@ import pytest
 from handlers.rows import answer_rows, batch_size
 from handlers.service import ModelService, serving_config
 from scoring.__main__ import main
+from tests.support.mlflow_server import own_store
 from tools import registry
 
 pytestmark = pytest.mark.integration
@@ -341,21 +342,11 @@ def test_a_killed_worker_is_restarted_and_the_job_loses_nothing(frequency_artifa
 
 
 @pytest.fixture
-def own_mlflow_store(tmp_path, monkeypatch):
+def own_mlflow_store(tmp_path):
     """A registry of this test's own: an earlier test's tracking URI (a server it has stopped since)
     must not be the one this test registers in."""
-    import mlflow
-
-    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    try:
+    with own_store(f"sqlite:///{tmp_path / 'mlflow.db'}") as uri:
         yield uri
-    finally:
-        mlflow.set_tracking_uri(before[0])
-        mlflow.set_registry_uri(before[1])
 
 
 def test_a_registered_mlflow_version_scores_as_its_artifacts(

@@ -16,6 +16,7 @@ import pytest
 from scoring.__main__ import main
 from scoring.columns import ERROR, EXTRA, flatten, is_refusal
 from tests.integration.test_scoring import corpus, scored
+from tests.support.mlflow_server import own_store
 
 pytestmark = pytest.mark.integration
 
@@ -57,19 +58,8 @@ def ray_local():
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory):
     """A registry of the module's own (sqlite), restored after."""
-    import mlflow
-
-    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
-    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MLFLOW_TRACKING_URI", uri)
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_registry_uri(uri)
-        try:
-            yield uri
-        finally:
-            mlflow.set_tracking_uri(before[0])
-            mlflow.set_registry_uri(before[1])
+    with own_store(f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}") as uri:
+        yield uri
 
 
 def spark_corpus(model: str) -> tuple[list[dict], dict[int, str]]:

@@ -78,3 +78,24 @@ def model_server(model_uri: str, tracking_uri: str, tmp: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     with running(args, tmp / "models-serve.log", f"{url}/ping", env=env):
         yield url
+
+
+@contextlib.contextmanager
+def own_store(uri: str) -> Iterator[str]:
+    """Tracking and registry at `uri` for this process and the processes it starts, restored
+    after. The registry follows the tracking URI: nothing pins it (`mlflow.set_registry_uri`
+    cannot be undone: restoring the value it read back pins the registry, process-wide and in
+    MLFLOW_REGISTRY_URI, to whatever the tracking URI was then, and every later
+    `MlflowClient(server)` reads its registry from there)."""
+    import mlflow
+    import pytest
+
+    before = mlflow.get_tracking_uri()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MLFLOW_TRACKING_URI", uri)
+        env.delenv("MLFLOW_REGISTRY_URI", raising=False)
+        mlflow.set_tracking_uri(uri)
+        try:
+            yield uri
+        finally:
+            mlflow.set_tracking_uri(before)
