@@ -30,8 +30,11 @@ def test_make_test_checks_the_served_models_when_every_model_is_trained(tmp_path
         i for i, line in enumerate(lines) if "pytest -q -x --durations=10 tests/unit" in line
     )
     integration = next(
-        i for i, line in enumerate(lines) if "pytest -q --durations=20 tests/integration" in line
+        i
+        for i, line in enumerate(lines)
+        if "-m pytest" in line and line.rstrip().endswith(" tests/integration")
     )
+    assert "-n 2 --dist loadfile" in lines[integration]  # TEST_WORKERS' default: two processes
     assert unit < check < integration
 
 

@@ -132,3 +132,50 @@ def test_digits_over_its_floor_is_exported_registered_and_reports_it(store, tmp_
     assert floor == {"value": manifest["metrics"]["test_accuracy"], "floor": 0.0, "at_least": True}
     assert (out / "model.pt").is_file() and (out / "model.onnx").is_file()
     assert [int(v.version) for v in store.search_model_versions("name='digits'")] == [1]
+
+
+def test_digits_trains_its_retry_seeds_in_turn_and_keeps_the_first_that_holds(
+    store, tmp_path, monkeypatch, capsys
+):
+    """A seed under the floor is not the end of a run: the next seed trains, the first over every
+    floor is exported and registered, and metrics.json names each seed tried with its figure."""
+    from training.digits import __main__ as cli
+    from training.digits.config import CONFIGS
+
+    tiny = CONFIGS["tiny"]
+
+    def train(out: Path, cfg) -> int:
+        monkeypatch.setitem(CONFIGS, "tiny", cfg)
+        return cli.main(["--out", str(out), "--config", "tiny", "--no-plots"])
+
+    accuracy = {}
+    for seed in (0, 1, 2):  # each seed alone, with no floor: what it reaches
+        assert train(tmp_path / f"seed-{seed}", dataclasses.replace(tiny, torch_seed=seed)) == 0
+        figures = json.loads((tmp_path / f"seed-{seed}" / "metrics.json").read_text())
+        accuracy[seed] = figures["test"]["accuracy"]
+        if len(set(accuracy.values())) > 1:
+            break
+    low, high = sorted(accuracy, key=accuracy.get)[0], sorted(accuracy, key=accuracy.get)[-1]
+    assert accuracy[low] < accuracy[high], accuracy
+    between = (accuracy[low] + accuracy[high]) / 2
+    kept = dataclasses.replace(tiny, torch_seed=low, retry_seeds=(high,), min_test_accuracy=between)
+
+    out = tmp_path / "digits"
+    assert train(out, kept) == 0
+    assert f"digits: seed {low} missed a quality floor" in capsys.readouterr().err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["seeds_tried"] == [
+        {"seed": low, "test_accuracy": accuracy[low], "floors_met": False},
+        {"seed": high, "test_accuracy": accuracy[high], "floors_met": True},
+    ]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["metrics"]["test_accuracy"] == accuracy[high]
+    assert metrics["config"]["torch_seed"] == low  # the config as asked; seeds_tried says the rest
+
+    above = dataclasses.replace(kept, min_test_accuracy=accuracy[high] + 0.001)
+    out = tmp_path / "none-holds"
+    assert train(out, above) == 1
+    err = capsys.readouterr().err
+    assert "digits failed its quality gate" in err and "seeds tried" in err
+    for name in ("model.pt", "model.onnx", "manifest.json", "head.npz"):
+        assert not (out / name).exists()
