@@ -148,6 +148,7 @@ def run(
     tried: list[dict] = []
     for seed in seeds:
         # The first seed checkpoints under out/ (as --resume expects); a retry under its own folder.
+        # MLflow's step curves are the first seed's; every seed's figure is in seeds_tried.
         root = out if seed == seeds[0] else out / "retries" / f"seed-{seed}"
         try:
             model, export, evaluation, arrays, floors, trained_steps = candidate(
