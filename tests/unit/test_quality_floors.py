@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import mlflow
@@ -14,6 +15,8 @@ from mlflow.tracking import MlflowClient
 from training.common.floors import Floor, QualityError, check_floors
 
 ACCURACY = Floor("acc", 0.9, at_least=True, what="held-out accuracy")
+TOOK = r"training: {} took \d+ min \d+ s on .+, \d+ CPUs"
+"""The line each training run ends with on stderr, passed or failed (make serve prints it per model)."""
 ECE = Floor("ece", 0.03, at_least=False, what="ECE after calibration")
 
 
@@ -98,6 +101,7 @@ def test_sentiment_below_its_floor_is_neither_exported_nor_registered(
     assert "sentiment failed its quality gate" in err
     assert "held-out IMDB accuracy" in err and "(floor >= 1.01: MISSED)" in err
     assert "ECE after calibration" not in err  # that floor is off in the tiny config
+    assert re.search(TOOK.format("sentiment"), err), err
     _assert_nothing_exported_or_registered(out, store, "sentiment")
 
 
@@ -118,7 +122,9 @@ def test_digits_below_its_floor_is_neither_exported_nor_registered(
     _assert_nothing_exported_or_registered(out, store, "digits")
 
 
-def test_digits_over_its_floor_is_exported_registered_and_reports_it(store, tmp_path, monkeypatch):
+def test_digits_over_its_floor_is_exported_registered_and_reports_it(
+    store, tmp_path, monkeypatch, capsys
+):
     from training.digits import __main__ as cli
     from training.digits.config import CONFIGS
 
@@ -127,6 +133,7 @@ def test_digits_over_its_floor_is_exported_registered_and_reports_it(store, tmp_
     )
     out = tmp_path / "digits"
     assert cli.main(["--out", str(out), "--config", "tiny", "--no-plots"]) == 0
+    assert re.search(TOOK.format("digits"), capsys.readouterr().err)
     manifest = json.loads((out / "manifest.json").read_text())
     floor = manifest["metrics"]["quality_floors"]["test_accuracy"]
     assert floor == {"value": manifest["metrics"]["test_accuracy"], "floor": 0.0, "at_least": True}

@@ -3,9 +3,11 @@ not to), turn a failed parity or quality gate into exit status 1, print the metr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,22 @@ from training.common.floors import QualityError
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
 
-__all__ = ["QualityError", "train_and_report"]
+__all__ = ["QualityError", "timed", "train_and_report"]
+
+
+@contextlib.contextmanager
+def timed(model: str) -> Iterator[None]:
+    """On the way out, pass or fail, one line on stderr: how long this model's training run took
+    and on which CPU (`make serve` and CI print it per model: where the first run's time goes)."""
+    from training.common.machine import cpu_summary, describe_cpu
+
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        took = round(time.monotonic() - started)
+        print(f"training: {model} took {took // 60} min {took % 60} s on "
+              f"{cpu_summary(describe_cpu())}", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def train_and_report(
@@ -28,6 +45,11 @@ def train_and_report(
     params: dict | None = None,
 ) -> int:
     """`run(out, cfg, plots, opts[, tracking])` → manifest; `params` join the config in MLflow."""
+    with timed(model):
+        return _train_and_report(model, run, out, cfg, plots, opts, track, params)
+
+
+def _train_and_report(model, run, out, cfg, plots, opts, track, params) -> int:
     try:
         if not track:
             manifest = run(out, cfg, plots, opts)

@@ -7,6 +7,7 @@ import argparse
 import sys
 from dataclasses import asdict, replace
 
+from training.common.entry import timed
 from training.common.floors import QualityError
 from training.common.parity import ParityError
 from training.common.tracking import TrainingRun
@@ -55,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     opts = trainer_options(args)
     cfg = fitted_to(chosen_config(args), opts)  # what this machine trains: MLflow's params say so
+    with timed("sentiment"):
+        return _train(args, cfg, opts)
+
+
+def _train(args: argparse.Namespace, cfg, opts) -> int:
     try:
         if args.no_track:
             manifest = run(args.out, cfg, opts)
