@@ -214,8 +214,9 @@ def job_queue_size(model: str) -> int:
     is busy; past it TorchServe sheds with 503."""
     import yaml
 
-    config = yaml.safe_load((ROOT / "handlers" / model / "model-config.yaml").read_text())
-    return int(config["jobQueueSize"])
+    from tools import registry
+
+    return int(yaml.safe_load(registry.get(model).model_config.read_text())["jobQueueSize"])
 
 
 def among_neighbours(good, bad: list, queue: int, edge: int = 2) -> list[list]:

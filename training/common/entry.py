@@ -46,21 +46,17 @@ def train_and_report(
 ) -> int:
     """`run(out, cfg, plots, opts[, tracking])` → manifest; `params` join the config in MLflow."""
     with timed(model):
-        return _train_and_report(model, run, out, cfg, plots, opts, track, params)
-
-
-def _train_and_report(model, run, out, cfg, plots, opts, track, params) -> int:
-    try:
-        if not track:
-            manifest = run(out, cfg, plots, opts)
-        else:
-            with TrainingRun(model, asdict(cfg) | (params or {})) as tracking:
-                manifest = run(out, cfg, plots, opts, tracking)
-    except ParityError as e:
-        print(f"{model} export failed the parity gate: {e}", file=sys.stderr)
-        return 1
-    except QualityError as e:
-        print(f"{model} failed its quality gate: {e}", file=sys.stderr)
-        return 1
+        try:
+            if not track:
+                manifest = run(out, cfg, plots, opts)
+            else:
+                with TrainingRun(model, asdict(cfg) | (params or {})) as tracking:
+                    manifest = run(out, cfg, plots, opts, tracking)
+        except ParityError as e:
+            print(f"{model} export failed the parity gate: {e}", file=sys.stderr)
+            return 1
+        except QualityError as e:
+            print(f"{model} failed its quality gate: {e}", file=sys.stderr)
+            return 1
     print(json.dumps(manifest["metrics"], indent=2))
     return 0

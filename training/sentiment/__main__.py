@@ -57,22 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     opts = trainer_options(args)
     cfg = fitted_to(chosen_config(args), opts)  # what this machine trains: MLflow's params say so
     with timed("sentiment"):
-        return _train(args, cfg, opts)
-
-
-def _train(args: argparse.Namespace, cfg, opts) -> int:
-    try:
-        if args.no_track:
-            manifest = run(args.out, cfg, opts)
-        else:
-            with TrainingRun("sentiment", asdict(cfg)) as tracking:
-                manifest = run(args.out, cfg, opts, tracking)
-    except ParityError as err:
-        print(f"export rejected, no manifest written: {err}", file=sys.stderr)
-        return 1
-    except QualityError as err:
-        print(f"sentiment failed its quality gate: {err}", file=sys.stderr)
-        return 1
+        try:
+            if args.no_track:
+                manifest = run(args.out, cfg, opts)
+            else:
+                with TrainingRun("sentiment", asdict(cfg)) as tracking:
+                    manifest = run(args.out, cfg, opts, tracking)
+        except ParityError as err:
+            print(f"export rejected, no manifest written: {err}", file=sys.stderr)
+            return 1
+        except QualityError as err:
+            print(f"sentiment failed its quality gate: {err}", file=sys.stderr)
+            return 1
     m = manifest["metrics"]
     print(
         f"sentiment [{cfg.name}] IMDB test accuracy {m.get('test_accuracy_imdb', float('nan')):.4f}, "
