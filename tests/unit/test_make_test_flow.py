@@ -34,7 +34,7 @@ def test_make_test_checks_the_served_models_when_every_model_is_trained(tmp_path
         for i, line in enumerate(lines)
         if "-m pytest" in line and line.rstrip().endswith(" tests/integration")
     )
-    assert "-n 2 --dist loadfile" in lines[integration]  # TEST_WORKERS' default: two processes
+    assert "-n 1 --dist loadfile" in lines[integration]  # TEST_WORKERS' default: one process
     assert unit < check < integration
 
 
