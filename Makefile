@@ -226,8 +226,9 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 
 # The integration tier's pytest processes (pytest-xdist): each file's tests stay in one process (its
 # servers start once). TEST_WORKERS=2 takes it from about 13.5 to 9 minutes on 2 cores, but the
-# full-queue test's burst then does not always outrun its worker (1 failure in 5 runs): one by default.
-TEST_WORKERS ?= 1
+# full-queue test's burst then does not always outrun its worker (1 failure in 5 runs). The default,
+# 0, runs it in pytest's own process.
+TEST_WORKERS ?= 0
 # The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
 # artifacts/ holds every model, as after `make serve`, and then needs that server.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))

@@ -34,7 +34,9 @@ def test_make_test_checks_the_served_models_when_every_model_is_trained(tmp_path
         for i, line in enumerate(lines)
         if "-m pytest" in line and line.rstrip().endswith(" tests/integration")
     )
-    assert "-n 1 --dist loadfile" in lines[integration]  # TEST_WORKERS' default: one process
+    assert (
+        "-n 0 --dist loadfile" in lines[integration]
+    )  # TEST_WORKERS' default: pytest's own process
     assert unit < check < integration
 
 
