@@ -230,11 +230,14 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 # 0, runs it in pytest's own process.
 TEST_WORKERS ?= 0
 # The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
-# artifacts/ holds every model, as after `make serve`, and then needs that server.
+# artifacts/ holds every model, as after `make serve`, and then needs that server. Under CI
+# (CI=true, whose run trains and serves them first) a model missing there fails `make test`.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
+UNTRAINED := $(filter-out $(patsubst $(ARTIFACTS)/%/manifest.json,%,$(TRAINED)),$(MODELS))
+CHECK_SERVED_MISSING := check-served: artifacts/ does not hold every model (make serve trains them; missing: $(UNTRAINED))
 test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x --durations=10 tests/unit
-	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
+	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,$(if $(filter true True TRUE,$(CI)),@echo "$(CHECK_SERVED_MISSING) under CI=true: failed" >&2; exit 1,@echo "$(CHECK_SERVED_MISSING): skipped"))
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 tests/integration
 
 .PHONY: check-served

@@ -25,6 +25,7 @@ from training.common.calibration import (
 )
 from training.common.entry import train_and_report
 from training.common.floors import check_floors
+from training.common.heldout import FP32, classified, write_predictions
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.plots import reliability_diagram
@@ -189,9 +190,12 @@ def run(
         "temperature": temperature,
         "uncertainty": evaluation["uncertainty"],
     }
+    predictions = write_predictions(out, "tabular", "test (every record)", "the eager model, calibrated",
+                                    {FP32: {"items": classified(arrays["test"][1], CLASSES, [CLASSES[i] for i in splits["test"].labels])}})  # fmt: skip
     manifest = write_manifest(
-        out, "tabular", list(FILES), export.to_block(), summary, parity["max_abs_diff"]
-    )
+        out, "tabular", list(FILES), export.to_block(), summary, parity["max_abs_diff"],
+        predictions=predictions,
+    )  # fmt: skip
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())
     return manifest
