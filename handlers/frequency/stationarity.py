@@ -10,10 +10,11 @@ sample, so every window sees the same reference phases) and keeps running sums o
 
 * `nonstationarity`: for each served frequency (and the constant), the spread of its fitted
   (I, Q) across windows, less what the noise alone would spread them (estimated from the fits'
-  own residual, with a 4-sigma allowance), over the component's energy plus 1 % of the signal's (so an absent or faint
-  component's noise is not a change); the largest over the frequencies. About 0 for a served-
-  family signal; 0.2 for an amplitude tripled half-way, 0.5 for a component that switches on
-  half-way, 0.3 or more for a component 0.2 Hz off its reference. Needs two windows.
+  own residual, with a 4-sigma allowance), over the component's energy plus 1 % of the
+  signal's (so an absent or faint component's noise is not a change); the largest over the
+  frequencies. About 0 for a served-
+  family signal; 0.1-0.2 for an amplitude tripled or divided by 3 half-way, 0.25-0.5 for a
+  component that switches on after 1 s or one at 3.2 Hz read against 3 Hz. Needs two windows.
 * `offset`: the share of the signal's energy in a constant (less the noise's share of it): a
   DC offset, which the served family never has. Needs one window.
 
