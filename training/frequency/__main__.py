@@ -37,7 +37,7 @@ from training.frequency.model import (
     STEP_INPUTS,
     STEP_OUTPUTS,
 )
-from training.frequency.ood import ood_threshold
+from training.frequency.ood import ood_threshold, stationarity_thresholds
 from training.frequency.plots import plot_components
 from training.frequency.quality import MODES, band_figures, calibrate, figures, quality
 
@@ -46,6 +46,7 @@ HEAD_FILE = "head.npz"
 
 def handler_settings(cfg: TrainConfig, band_scale: BandScale | None = None) -> FrequencyExport:
     """What the handler must know about the export (the manifest's handler block, read at load)."""
+    nonstationarity, offset = stationarity_thresholds(cfg)
     return FrequencyExport(
         window=cfg.window,
         block=cfg.block,
@@ -57,6 +58,8 @@ def handler_settings(cfg: TrainConfig, band_scale: BandScale | None = None) -> F
         step=ExportGraph(tuple(STEP_INPUTS), tuple(STEP_OUTPUTS), STEP_FILES),
         head=HEAD_FILE,
         ood_threshold=ood_threshold(cfg),
+        nonstationarity_threshold=nonstationarity,
+        offset_threshold=offset,
         band_scale=band_scale,
     )
 
