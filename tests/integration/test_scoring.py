@@ -378,3 +378,25 @@ def test_a_registered_mlflow_version_scores_as_its_artifacts(
     missing = ["sentiment", "--input", str(src), "--output", str(tmp_path / "o2"),
                "--from", "models:/sentiment/999"]  # fmt: skip
     assert main(missing) == 2
+
+
+def test_rows_within_the_models_limits_are_always_scored(frequency_artifacts, tmp_path, capsys):
+    """Four 20,000-sample signals (the model's own limit) in one batch overrun the batch's work
+    budget (503 overloaded, retry): the job re-batches them, so all four are scored; only the
+    rows' own faults (too long, empty) are error rows."""
+    import math
+
+    signal = [math.sin(i / 7) for i in range(20000)]
+    rows = [{"id": i, "signal": signal} for i in range(4)]
+    rows += [{"id": 4, "signal": [0.5] * 20001}, {"id": 5, "signal": []}]
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    assert main(["frequency", "--input", str(src), "--output", str(out),
+                 "--from", str(frequency_artifacts), "--cpus", "2"]) == 0  # fmt: skip
+    got = {int(r["id"]): r for r in scored(out)}
+    assert [got[i]["error"] for i in range(4)] == [None] * 4
+    assert all(got[i]["model.name"] == "frequency" for i in range(4))
+    assert got[4]["error"]["kind"] == "too_large" and got[5]["error"]["kind"] == "empty_input"
+    assert json.loads((out / "_report.json").read_text())["refused"] == {
+        "too_large": 1, "empty_input": 1
+    }  # fmt: skip
