@@ -108,14 +108,23 @@ def _run(args) -> int:
         if not parts:
             raise ScoringError("the input has no rows")
         model = resolve(args.model, args.source, Path(work))
+        digests, part_digests = inputs.digests(files, parts)  # what the job is keyed by
         plan_doc = {
             "model": model.name,
             "sha256": model.sha256,
             "id": args.id_column,
-            "inputs": [{"path": _label(f, labels), "size": f.stat().st_size} for f in files],
-            "partitions": [p.to_dict() | {"path": _label(Path(p.path), labels)} for p in parts],
+            "inputs": [
+                {"path": _label(f, labels), "size": f.stat().st_size, "sha256": digests[str(f)]}
+                for f in files
+            ],
+            "partitions": [
+                p.to_dict() | {"path": _label(Path(p.path), labels), "sha256": digest}
+                for p, digest in zip(parts, part_digests, strict=True)
+            ],
         }
-        job.prepare_output(output, plan_doc)
+        note = job.prepare_output(output, plan_doc)
+        if note:
+            print(f"scoring: {note}", file=sys.stderr)
         report = job.run(model, parts, output, args.id_column, workers, args.cpus,
                          args.address, args.progress)  # fmt: skip
     print(report.line())

@@ -162,6 +162,38 @@ def _ranges(path: Path, fmt: str, partition_bytes: int) -> list[tuple[int, int]]
     return out
 
 
+def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], list[str]]:
+    """The sha256 of each file and of each partition's own bytes (a CSV partition's with its
+    header; a Parquet row group's: its file's), streamed in one read of each file: a job is keyed
+    by content, so an edit that keeps a file's size is seen, and only its partitions go stale."""
+    import hashlib
+
+    by_file: dict[str, str] = {}
+    by_part: dict[int, str] = {}
+    for path in files:
+        whole = hashlib.sha256()
+        mine = [p for p in parts if p.path == str(path)]
+        with open(path, "rb") as f:
+            header = b""
+            if mine and mine[0].fmt == "csv":
+                header = f.read(mine[0].start)
+                whole.update(header)
+            for part in mine if mine and mine[0].fmt != "parquet" else []:
+                h = hashlib.sha256(header)
+                left = part.stop - part.start
+                while left > 0 and (block := f.read(min(left, 1 << 20))):
+                    whole.update(block)
+                    h.update(block)
+                    left -= len(block)
+                by_part[part.index] = h.hexdigest()
+            while block := f.read(1 << 20):
+                whole.update(block)
+        by_file[str(path)] = whole.hexdigest()
+        for part in mine:
+            by_part.setdefault(part.index, by_file[str(path)])
+    return by_file, [by_part[p.index] for p in parts]
+
+
 def read(part: Partition, id_column: str) -> tuple[list[Any], list[dict]]:
     """One partition's ids and rows (each row's other columns: the request's JSON body). A JSONL
     line that is not a JSON object keeps its place as a row that is refused (`bad_row`)."""

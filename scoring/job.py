@@ -125,23 +125,69 @@ class Report:
         )
 
 
-def prepare_output(output: Path | str | Output, plan_doc: dict) -> None:
+def prepare_output(output: Path | str | Output, plan_doc: dict) -> str | None:
     """The output folder (or S3 prefix) holds this job's partitions only: a re-run of the same job
-    resumes, another job's folder is refused. Leftover temp files and the report of an earlier run
-    go."""
+    resumes, another job's folder is refused. An input is known by its content (sha256), not its
+    path or size: when an input changed since (same model, id column and input paths), the parts
+    of its partitions are stale, so they go and are scored afresh (returned: a line saying so).
+    Leftover temp files and the report of an earlier run go."""
     out = open_output(output)
     out.prepare()
     plan = out.read_json(PLAN_FILE)
-    if plan is not None:
-        if plan != plan_doc:
+    note = None
+    if plan is not None and plan != plan_doc:
+        stale = _stale_parts(plan, plan_doc)
+        if stale is None:
             raise ScoringError(
-                f"{out}: holds the output of another job (model, inputs or id column differ); "
-                "choose a new --output"
+                f"{out}: holds the output of another job (model, inputs, id column or partitions "
+                "differ); choose a new --output"
             )
-    elif out.names():
+        for name in sorted(stale & out.names()):
+            out.remove(name)
+        changed = sorted(_changed_inputs(plan, plan_doc))
+        note = (
+            f"{len(changed)} input(s) changed since {out} was written ({', '.join(changed[:3])}"
+            f"{', ...' if len(changed) > 3 else ''}): {len(stale)} partition(s) scored afresh"
+        )
+    elif plan is None and out.names():
         raise ScoringError(f"{out}: holds Parquet parts of an unknown job; choose a new --output")
     out.remove(REPORT_FILE)  # only a finished run has a report
     out.write_json(PLAN_FILE, plan_doc)
+    return note
+
+
+def _job_key(plan: dict) -> tuple:
+    """What makes a job another one, whatever its inputs hold: the model, the id column (and its
+    type), and which inputs, in order."""
+    paths = [i.get("path") if isinstance(i, dict) else i for i in plan.get("inputs", [])]
+    return (plan.get("model"), plan.get("sha256"), plan.get("id"), plan.get("id_type"), paths)
+
+
+def _changed_inputs(old: dict, new: dict) -> set[str]:
+    was = {i.get("path"): i.get("sha256") for i in old.get("inputs", []) if isinstance(i, dict)}
+    return {i["path"] for i in new.get("inputs", []) if was.get(i["path"]) != i["sha256"]}
+
+
+def _stale_parts(old: dict, new: dict) -> set[str] | None:
+    """The parts of `old` that `new` cannot keep (an input's content changed), or None when `new`
+    is another job (another model or id column, other inputs, or the same inputs cut otherwise)."""
+    if _job_key(old) != _job_key(new):
+        return None
+    changed = _changed_inputs(old, new)
+
+    def cut(plan: dict, path: str) -> list[tuple]:
+        return [(p.get("fmt"), p.get("start"), p.get("stop"))
+                for p in plan.get("partitions", []) if p.get("path") == path]  # fmt: skip
+
+    for path in {i["path"] for i in new["inputs"]} - changed:
+        if cut(old, path) != cut(new, path):
+            return None  # the same bytes cut otherwise: another --partition-mb
+    now = {p["index"]: p for p in new["partitions"]}
+    return {
+        Partition(p["index"], "", "", 0, 0).name
+        for p in old.get("partitions", [])
+        if now.get(p.get("index")) != p
+    }
 
 
 def run(

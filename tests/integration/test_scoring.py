@@ -400,3 +400,30 @@ def test_rows_within_the_models_limits_are_always_scored(frequency_artifacts, tm
     assert json.loads((out / "_report.json").read_text())["refused"] == {
         "too_large": 1, "empty_input": 1
     }  # fmt: skip
+
+
+def test_an_input_edited_in_place_is_scored_afresh(frequency_artifacts, tmp_path, capsys):
+    """The same command after one signal was edited, the file's size unchanged: that partition is
+    scored again (its old answer was stale); the partition whose bytes did not change is kept."""
+    rows = [{"id": i, "signal": [0.25 * (i + 1)] * 64} for i in range(2)]
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    argv = ["frequency", "--input", str(src), "--output", str(out),
+            "--from", str(frequency_artifacts), "--partition-mb", "0.0002"]  # fmt: skip
+    assert main(argv) == 0
+    first = {int(r["id"]): r for r in scored(out)}
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) == 2
+    kept = parts[0].stat().st_mtime_ns
+    before = src.read_bytes()
+    after = before.replace(b"0.5", b"0.9")  # row 1's signal: the same size
+    assert after != before and len(after) == len(before)
+    src.write_bytes(after)
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "scored afresh" in capsys.readouterr().err
+    again = {int(r["id"]): r for r in scored(out)}
+    assert again[0] == first[0] and parts[0].stat().st_mtime_ns == kept
+    assert again[1]["components"] != first[1]["components"]
+    report = json.loads((out / "_report.json").read_text())
+    assert report["skipped_partitions"] == 1 and report["rows"] == 2
