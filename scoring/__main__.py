@@ -104,11 +104,22 @@ def _run(args) -> int:
                 files += fetched
             else:
                 files += inputs.local_files(source)
+        files, same_file = inputs.unique_paths(files)
         parts = inputs.plan(files, args.id_column, max(1, int(args.partition_mb * (1 << 20))))
+        digests, part_digests = inputs.digests(files, parts)  # what the job is keyed by
+        files, parts, part_digests, same_bytes = inputs.unique_contents(
+            files, parts, digests, part_digests
+        )
+        if same_file or same_bytes:
+            said = [f"{_label(a, labels)} (the same file as {_label(b, labels)})"
+                    for a, b in same_file] + [
+                    f"{_label(a, labels)} (the same bytes as {_label(b, labels)})"
+                    for a, b in same_bytes]  # fmt: skip
+            print(f"scoring: {len(said)} duplicate input(s) scored once: {', '.join(said)}",
+                  file=sys.stderr)  # fmt: skip
         if not parts:
             raise ScoringError("the input has no rows")
         model = resolve(args.model, args.source, Path(work))
-        digests, part_digests = inputs.digests(files, parts)  # what the job is keyed by
         plan_doc = {
             "model": model.name,
             "sha256": model.sha256,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +192,42 @@ def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], 
         for part in mine:
             by_part.setdefault(part.index, by_file[str(path)])
     return by_file, [by_part[p.index] for p in parts]
+
+
+def unique_paths(files: list[Path]) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The files, each once (`a` and `dir/../a`, or a link to `a`, are one file), and the
+    (dropped, kept) pairs."""
+    seen: dict[Path, Path] = {}
+    kept, dropped = [], []
+    for f in files:
+        real = f.resolve()
+        if real in seen:
+            dropped.append((f, seen[real]))
+        else:
+            seen[real] = f
+            kept.append(f)
+    return kept, dropped
+
+
+def unique_contents(
+    files: list[Path], parts: list[Partition], by_file: dict[str, str], part_digests: list[str]
+) -> tuple[list[Path], list[Partition], list[str], list[tuple[Path, Path]]]:
+    """The files whose bytes an earlier file does not already hold, their partitions renumbered,
+    and the (dropped, kept) pairs."""
+    seen: dict[str, Path] = {}
+    kept, dropped = [], []
+    for f in files:
+        if by_file[str(f)] in seen:
+            dropped.append((f, seen[by_file[str(f)]]))
+        else:
+            seen[by_file[str(f)]] = f
+            kept.append(f)
+    if not dropped:
+        return files, parts, part_digests, []
+    keep = {str(f) for f in kept}
+    pairs = [(p, d) for p, d in zip(parts, part_digests, strict=True) if p.path in keep]
+    renumbered = [replace(p, index=i) for i, (p, _) in enumerate(pairs)]
+    return kept, renumbered, [d for _, d in pairs], dropped
 
 
 def read(part: Partition, id_column: str) -> tuple[list[Any], list[dict]]:
