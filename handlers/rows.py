@@ -97,9 +97,21 @@ def answer_rows(
 
 
 def plain(value: Any) -> Any:
-    """Table cells arrive as numpy arrays / scalars; the codec validates plain JSON values."""
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
+    """Table cells arrive as numpy arrays / scalars; the codec validates plain JSON values. Lists
+    are walked without recursion: a row's value nested deeper than Python's stack is the codec's
+    to refuse (that row's error), never the batch's RecursionError here."""
+    value = value.tolist() if hasattr(value, "tolist") else value
+    if not isinstance(value, list):
+        return value
+    out: list = []
+    todo = [(value, out)]
+    while todo:
+        source, target = todo.pop()
+        for item in source:
+            item = item.tolist() if hasattr(item, "tolist") else item
+            if isinstance(item, list):
+                target.append([])
+                todo.append((item, target[-1]))
+            else:
+                target.append(item)
+    return out

@@ -66,7 +66,7 @@ def test_jsonl_partitions_cover_every_line_once(tmp_path):
     path.write_text("".join(json.dumps({"id": i, "text": "x" * (i % 7)}) + "\n" for i in range(50)))
     parts = plan([path], "id", partition_bytes=100)
     assert len(parts) > 5
-    ids = [i for p in parts for i in read(p, "id")[0]]
+    ids = [i for p in parts for i in read(p, "id", "int")[0]]
     assert ids == list(range(50))
 
 
@@ -83,7 +83,7 @@ def test_a_bad_jsonl_line_keeps_its_place_as_a_refused_row(tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text('{"id": 1, "text": "a"}\nnot json\n[1]\n')
     [part] = plan([path], "id")
-    ids, rows = read(part, "id")
+    ids, rows = read(part, "id", "int")
     assert len(ids) == 3 and ids[0] == 1
     assert "text" in rows[0] and "text" not in rows[1] and "text" not in rows[2]
 
@@ -172,5 +172,5 @@ def test_duplicate_inputs_leave_one_partition_each(tmp_path):
     by_file, by_part = digests(files, parts)
     kept, parts, by_part, same = unique_contents(files, parts, by_file, by_part)
     assert kept == [a, c] and [p.index for p in parts] == list(range(len(parts)))
-    assert [i for p in parts for i in read(p, "id")[0]] == [*range(9), 99]
+    assert [i for p in parts for i in read(p, "id", "int")[0]] == [*range(9), 99]
     assert len(by_part) == len(parts)
