@@ -61,7 +61,7 @@ class TabularExport:
             temperature=float(temperature),
             head=text(block.get("head", cls.head), "manifest head"),
             distance=text(block.get("distance", cls.distance), "manifest distance"),
-            ood_threshold=float(threshold),
+            ood_threshold=float(block["ood_threshold"]),
         )
 
 

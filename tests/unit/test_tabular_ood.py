@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from handlers.errors import RequestError
 from handlers.service import ModelService, Request
 
 SURE = 0.99
@@ -35,6 +36,7 @@ def ask(service: ModelService, records: list[dict]) -> list[dict]:
     for i in range(0, len(records), 200):
         body = json.dumps({"records": records[i : i + 200]}).encode()
         [reply] = service.handle_batch([Request(body, {"Content-Type": "application/json"})])
+        assert not isinstance(reply, RequestError), reply
         answers += json.loads(reply.body)
     return answers
 
