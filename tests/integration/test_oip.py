@@ -406,6 +406,9 @@ def test_tabular_columns_answer_as_the_in_process_records_to_the_bit(
     assert np.array_equal(got["probabilities"], want)
     for name in ("entropy", "mutual_information", "std"):
         assert np.array_equal(got[name], np.array([r["uncertainty"][name] for r in rows]))
+    assert np.array_equal(got["distance"], np.array([r["distance"] for r in rows]))
+    flags = [r["out_of_distribution"] for r in rows]
+    assert got["out_of_distribution"].tolist() == flags and flags[1]  # three times the radius
     short = [(n, d, a[:1]) if n == "mean area" else (n, d, a) for n, d, a in inputs]
     [refused] = oip_server.run([call("tabular", short, transport, binary)])
     assert refused["error"] is not None and "one element per record" in str(refused["error"])

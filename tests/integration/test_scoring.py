@@ -116,6 +116,8 @@ def test_every_model_scores_its_corpus_with_per_row_errors(request, tmp_path, mo
             assert r["error"]["kind"] == refused[int(r["id"])], r
         else:
             assert r["error"] is None and r["model.name"] == model
+            if model == "tabular":  # the in-distribution score: typed columns of its own
+                assert r["out_of_distribution"] in (True, False) and r["distance"] > 0, r
     report = json.loads((out / "_report.json").read_text())
     assert report["rows"] == len(rows) and report["refused"] == {
         k: list(refused.values()).count(k) for k in set(refused.values())
