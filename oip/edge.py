@@ -175,7 +175,13 @@ def check_rest(body: bytes, headers: dict[str, str]) -> RequestHead:
 
 
 def grpc_infer_problem(request: Any) -> RequestError | None:
-    """A ModelInferRequest's raw contents against its inputs (KServe would index past them)."""
+    """A ModelInferRequest's datatypes, and its raw contents against its inputs (KServe would
+    index past them)."""
+    for tensor in request.inputs:  # KServe's own reading refuses others without the JSON body
+        if tensor.datatype not in DATATYPES:
+            return BadField(
+                f"input {tensor.name[:40]!r}: datatype {tensor.datatype[:20]!r} is not read here"
+            )
     raw = len(request.raw_input_contents)
     if raw and raw != len(request.inputs):
         return BadField(f"{raw} raw_input_contents for {len(request.inputs)} inputs")
