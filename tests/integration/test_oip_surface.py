@@ -616,7 +616,7 @@ def test_tensors_are_priced_before_they_are_read_on_every_route(oip_server, oip_
             )
             seconds = time.monotonic() - started
             seen[(route, r.status_code)] += 1
-            assert r.status_code in (200, 400, 413), (data[:300], headers, r.status_code, r.text)
+            assert r.status_code == 200 or 400 <= r.status_code < 500, (data[:300], r.text)
             if r.status_code != 200:
                 assert catalogue_refusal(r.status_code, r.json()), (data[:300], headers, r.text)
         assert seconds < COST_SECONDS, f"{route} {model}: answered after {seconds:.1f} s"
