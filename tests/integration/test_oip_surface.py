@@ -645,5 +645,4 @@ def test_tensors_are_priced_before_they_are_read_on_every_route(oip_server, oip_
     log = server.log.read_text(errors="replace")
     ours = re.search(r'File "[^"]*/(oip|handlers)/[^"]*"', log)
     assert ours is None, log[max(0, ours.start() - 2000) : ours.end() + 1000]
-    assert any(s == 200 for (_, s) in seen), seen  # the generator reaches real answers too
-    assert any(s == "OK" for (_, s) in seen), seen
+    assert {r for r, _ in seen} == {"json", "binary", "grpc"}, seen  # every route walked
