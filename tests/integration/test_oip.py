@@ -283,7 +283,9 @@ def test_refusals_get_their_own_status_over_both_transports(oip_server):
     assert errors[3]["status"] == "400" and "unknown input 'nope'" in errors[3]["message"]
     assert errors[4]["status"] == "StatusCode.UNAUTHENTICATED"
     assert errors[5]["status"] == "401"
-    assert errors[6]["status"] == "StatusCode.RESOURCE_EXHAUSTED"
+    # The model's own limit (400 too_large): the catalogue's INVALID_ARGUMENT, as on TorchServe's
+    # path; the server's body limit (413) is RESOURCE_EXHAUSTED.
+    assert errors[6]["status"] == "StatusCode.INVALID_ARGUMENT"
     assert json.loads(errors[6]["message"])["kind"] == "too_large"
     assert errors[7]["status"] == "StatusCode.INVALID_ARGUMENT"
     assert json.loads(errors[7]["message"])["kind"] == "bad_field"
