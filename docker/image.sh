@@ -117,8 +117,9 @@ build() {
     case "$builder" in
         # --layers: every step's result is cached in the builder's storage, so a rebuild with the
         # same requirements reuses the venvs. chroot isolation: no runtime (crun, runc) needed.
-        buildah) args+=(--layers --isolation "${BUILDAH_ISOLATION:-chroot}") ;;
-        podman) args+=(--layers) ;;
+        # The Dockerfile's own ignore file, which docker's BuildKit finds beside it by name.
+        buildah) args+=(--layers --isolation "${BUILDAH_ISOLATION:-chroot}" --ignorefile "$DOCKERFILE.dockerignore") ;;
+        podman) args+=(--layers --ignorefile "$DOCKERFILE.dockerignore") ;;
     esac
     # docker's build runs no bind mounts: there the daemon's own network and mirrors are used.
     if [ "$builder" != docker ] && [ "${IMAGE_PIP_ACCESS:-host}" = host ]; then

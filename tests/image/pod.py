@@ -69,6 +69,30 @@ class Rootfs:
         subprocess.run(["buildah", "rm", self.container], capture_output=True)
 
 
+def in_root(root: Path, path: str) -> str:
+    """`path` inside a root filesystem with its symlinks followed within that root (Debian's
+    /var/run is a link to /run): where a runtime mounts a volume, never a path of the host's."""
+    parts = [p for p in path.split("/") if p]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            resolved = resolved[:-1]
+            continue
+        here = root.joinpath(*resolved, part)
+        if here.is_symlink():
+            hops += 1
+            assert hops < 40, f"{path}: too many links"
+            target = os.readlink(here)
+            if target.startswith("/"):
+                resolved = []
+            parts = [p for p in target.split("/") if p and p != "."] + parts
+            continue
+        resolved.append(part)
+    return "/" + "/".join(resolved)
+
+
 def resolve(spec: dict, config: dict) -> list[str]:
     """What the runtime execs: command (else ENTRYPOINT) + args (else Cmd, when no command)."""
     command = spec.get("command")
@@ -246,7 +270,7 @@ class ImagePod:
         mounts = sorted(c.spec.get("volumeMounts") or [], key=lambda m: m["mountPath"].count("/"))
         for m in mounts:
             src = volumes[m["name"]] / m["subPath"] if m.get("subPath") else volumes[m["name"]]
-            dst = r + q(m["mountPath"])
+            dst = r + q(in_root(c.rootfs.path, m["mountPath"]))
             if src.is_dir():
                 lines.append(f"mkdir -p {dst}")
             else:
@@ -255,7 +279,9 @@ class ImagePod:
             if m.get("readOnly"):
                 lines.append(f"mount -o remount,bind,ro {dst}")
         for name in ("hosts", "hostname"):
-            lines.append(f"mount --bind {q(str(etc / name))} {r}/etc/{name}")
+            lines.append(
+                f"touch {r}/etc/{name} && mount --bind {q(str(etc / name))} {r}/etc/{name}"
+            )
         lines += [
             f"mount -t proc -o nosuid,nodev,noexec proc {r}/proc",
             f"mount -t tmpfs -o nosuid,mode=755,size=65536k tmpfs {r}/dev",
