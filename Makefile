@@ -297,12 +297,13 @@ fmt: $(STAMP) ## Format and autofix with ruff (what `make lint` then checks)
 # takes the torch +cpu wheel from pip's own configuration, which the build's RUN steps get from
 # this machine (IMAGE_PIP_ACCESS=none: not). The image's size by layer, its package list and its
 # checks (no root process, no compiler) go to reports/image/.
-IMAGE ?= torchserve-models:0.1.0-cpu
+IMAGE_KIND ?= cpu
+IMAGE ?= torchserve-models:0.1.0-$(IMAGE_KIND)
 IMAGE_BUILDER ?=
 BASE_IMAGE ?=
 IMAGE_PIP_ACCESS ?= host
-image: ## Build the CPU serving image with docker, podman or buildah (IMAGE=, IMAGE_BUILDER=, BASE_IMAGE=, TORCH_INDEX_URL=)
-	IMAGE="$(IMAGE)" IMAGE_BUILDER="$(IMAGE_BUILDER)" BASE_IMAGE="$(BASE_IMAGE)" IMAGE_PIP_ACCESS="$(IMAGE_PIP_ACCESS)" \
+image: ## Build the CPU serving image with docker, podman or buildah (IMAGE=, IMAGE_KIND=gpu, IMAGE_BUILDER=, BASE_IMAGE=, TORCH_INDEX_URL=)
+	IMAGE="$(IMAGE)" IMAGE_KIND="$(IMAGE_KIND)" IMAGE_BUILDER="$(IMAGE_BUILDER)" BASE_IMAGE="$(BASE_IMAGE)" IMAGE_PIP_ACCESS="$(IMAGE_PIP_ACCESS)" \
 		$(if $(filter-out undefined,$(origin TORCH_INDEX_URL)),TORCH_INDEX_URL="$(TORCH_INDEX_URL)") docker/image.sh build
 
 # The pod runs in a network namespace of its own (unshare --net: loopback only), so its ports never

@@ -156,7 +156,7 @@ report() {
     mnt=$(buildah mount "$ctr")
     python3 docker/image_report.py "$IMAGE" "$mnt" "$out/inspect.json" "$out" > /dev/null || status=$?
     buildah rm "$ctr" >/dev/null
-    say "$IMAGE: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(f"{s[\"size_mb\"]} MB in {s[\"layers\"]} layers, user {s[\"user\"]}, compilers: {s[\"compilers_found\"] or \"none\"}")' "$out/summary.json"); $out/{layers,packages}.tsv"
+    say "$IMAGE: $(python3 docker/image_report.py --line "$out/summary.json"); $out/{layers,packages}.tsv"
     return "$status"
 }
 

@@ -2,6 +2,7 @@
 """What is in a built image, measured from its files (docker/image.sh runs it after `make image`).
 
     image_report.py IMAGE ROOTFS INSPECT_JSON OUT_DIR
+    image_report.py --line OUT_DIR/summary.json
 
 ROOTFS: the image's root filesystem, mounted (`buildah mount`); INSPECT_JSON: `buildah inspect
 --type image IMAGE`. Writes to OUT_DIR:
@@ -95,6 +96,13 @@ def compilers(root: Path, packages: list[tuple[str, str, str, str]]) -> list[str
 
 
 def main(argv: list[str]) -> int:
+    if argv[0] == "--line":  # image_report.py --line summary.json: the summary in one line
+        s = json.loads(Path(argv[1]).read_text())
+        found = ", ".join(s["compilers_found"]) or "none"
+        print(
+            f"{s['size_mb']:.0f} MB in {s['layers']} layers, user {s['user']}, compilers: {found}"
+        )
+        return 0
     image, root, inspect_path, out = argv[0], Path(argv[1]), Path(argv[2]), Path(argv[3])
     inspect = json.loads(inspect_path.read_text())
     out.mkdir(parents=True, exist_ok=True)
