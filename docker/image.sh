@@ -61,7 +61,7 @@ has_image() { # has_image BUILDER NAME
 # only it provides, which debootstrap does not resolve). Built once per builder's storage;
 # DEBIAN_MIRROR names another mirror.
 debian_base() {
-    local builder=$1 root ctr mnt
+    local builder=$1 ctr mnt
     has_image "$builder" "$STANDIN" && return
     command -v debootstrap >/dev/null || {
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -71,7 +71,7 @@ debian_base() {
         fi
     }
     root=$(mktemp -d "${TMPDIR:-/var/tmp}/python-debian.XXXXXX")
-    trap 'rm -rf "$root"' EXIT
+    trap 'rm -rf "${root:-}" "${run:-}"' EXIT # root, run: globals, read at exit
     say "making $STANDIN from Debian's packages in $root"
     debootstrap --variant=minbase --include=python3.11,python3.11-venv,python3-distutils,python-is-python3,ca-certificates \
         bookworm "$root" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
@@ -97,7 +97,7 @@ timed() { # timed WHAT COMMAND...: run it, then say how long it took
 }
 
 build() {
-    local builder base wanted run line
+    local builder base wanted line
     builder=$(pick_builder)
     wanted=$(sed -n 's/^ARG BASE_IMAGE=//p' "$DOCKERFILE")
     base="${BASE_IMAGE:-}"
@@ -123,8 +123,8 @@ build() {
     esac
     # docker's build runs no bind mounts: there the daemon's own network and mirrors are used.
     if [ "$builder" != docker ] && [ "${IMAGE_PIP_ACCESS:-host}" = host ]; then
-        run=$(mktemp -d "${TMPDIR:-/tmp}/image-pip.XXXXXX")
-        trap 'rm -rf "$run"' EXIT
+        run=$(mktemp -d "${TMPDIR:-/tmp}/image-pip.XXXXXX") # global: the EXIT trap reads it
+        trap 'rm -rf "${root:-}" "${run:-}"' EXIT
         while IFS= read -r line; do
             case "$line" in
                 TORCH_INDEX_URL=)
