@@ -36,6 +36,7 @@ import pytest
 
 from handlers import registry
 from handlers.codec import Reply
+from tests.fixtures.oip import client_calls
 from tests.image.pod import ImagePod
 from tests.integration.test_oip_torchserve import cases, oip_call, oip_outputs
 
@@ -44,8 +45,6 @@ IMAGE = os.environ.get("IMAGE", "torchserve-models:0.1.0-cpu")
 STORE = Path(os.environ.get("IMAGE_STORE", ROOT / "model_store"))
 RUNTIMES = os.environ.get("IMAGE_RUNTIMES", "torchserve oip").split()
 REPORTS = ROOT / "reports" / "image"
-OIP_PYTHON = ROOT / ".venv-oip" / "bin" / "python"
-OIP_CLIENT = ROOT / "tests" / "support" / "oip_client.py"
 DOOR_HTTP, DOOR_GRPC = "127.0.0.1:8085", "127.0.0.1:7075"
 """The proxy container's ports (the Deployment's containerPorts), in the pod's network namespace."""
 ATOL = 1e-5
@@ -148,19 +147,7 @@ def door_predict(pod: ImagePod, model: str, native: Any) -> tuple[int, Reply]:
 
 
 def through_oip(pod: ImagePod, calls: list[dict]) -> list[dict]:
-    import subprocess
-
-    setup = {"http": DOOR_HTTP, "grpc": DOOR_GRPC, "token": pod.tokens[0], "calls": calls}
-    done = subprocess.run(
-        [str(OIP_PYTHON), str(OIP_CLIENT)],
-        input=json.dumps(setup),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return client_calls(DOOR_HTTP, DOOR_GRPC, pod.tokens[0], calls)
 
 
 def same(got: np.ndarray, want: np.ndarray) -> bool:
