@@ -15,8 +15,6 @@ offsets went unflagged: amplitude steps answered with a band holding 0.6 of the 
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ import pytest
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import FrequencyPredictor
 from tests.support.changing_signals import CONDITIONS, FREQUENCIES, RATE, draw, wilson
+from tests.support.full_size import trained_manifest
 from training.frequency.config import CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,13 +37,7 @@ def require_full_size() -> None:
     """artifacts/frequency of the default config (make train / make serve), as
     tests/support/full_size.py asks for the others: missing fails under CI, else skips; another
     config's (a tiny one) fails. Frequency's manifest names its config by its shape."""
-    manifest = ARTIFACTS / "manifest.json"
-    if not manifest.is_file():
-        why = f"no {manifest} (make train or make serve builds it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {why}: the full-size check cannot run")
-        pytest.skip(why)
-    h = json.loads(manifest.read_text())["handler"]
+    h = trained_manifest(ARTIFACTS)["handler"]
     d = CONFIGS["default"]
     shape = (h["hidden"], h["layers"], h["window"])
     assert shape == (d.hidden, d.layers, d.window), f"{ARTIFACTS} is not the full-size model"
