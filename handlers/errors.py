@@ -2,8 +2,9 @@
 errors the lifecycle raises.
 
 Every error answer, whoever writes it, is the JSON body {"error": reason, "kind": kind,
-"request_id": id}: the handlers' refusals (the lifecycle, handlers/service.py), the MLflow PyFunc
-(training/pyfunc_model.py), and the pod's door (docker/haproxy.cfg, whose bodies are generated from
+"request_id": id}: the handlers' refusals (the lifecycle, handlers/service.py), the Open Inference
+Protocol server (oip/server.py: REST bodies and gRPC details, its gRPC status `ErrorKind.grpc_for`),
+the MLflow PyFunc (training/pyfunc_model.py), and the pod's door (docker/haproxy.cfg, whose bodies are generated from
 this catalogue by deploy/door.py). A kind says once which HTTP status it is answered with, whether
 and when to retry, its gRPC status, and which exception the clients raise for it
 (clients/errors.py).
@@ -250,6 +251,13 @@ class TooLarge(RequestError):
     kind = "too_large"
 
 
+class BodyTooLarge(TooLarge):
+    """A request body over the adapter's own byte limit (the OIP server's --max-request-bytes,
+    as the door's max_request_size): the kind's 413, refused before the body is read whole."""
+
+    status = 413
+
+
 class UnsupportedMediaType(RequestError):
     """A content type the handler does not decode."""
 
@@ -281,6 +289,13 @@ class Overloaded(RequestError):
     `retry_after_s`."""
 
     kind = "overloaded"
+
+
+class Unauthorized(RequestError):
+    """A missing or wrong bearer token, refused by an adapter that checks tokens itself (the OIP
+    server; on TorchServe's path the door or TorchServe checks them)."""
+
+    kind = "unauthorized"
 
 
 class InternalError(RequestError):

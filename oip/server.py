@@ -44,11 +44,13 @@ from handlers.errors import (
     REQUEST_ID_HEADER,
     BadEncoding,
     BadField,
+    BodyTooLarge,
     RequestError,
+    Unauthorized,
     echo,
+    error_body,
     valid_request_id,
 )
-from handlers.errors import error_body as error_body_of
 from handlers.manifest import read_manifest
 from handlers.service import ModelService, serving_config
 from handlers.telemetry import Telemetry
@@ -78,20 +80,6 @@ def grpc_code(err: RequestError) -> Any:
     return StatusCode[KINDS[err.kind].grpc_for(err.status)]
 
 
-def error_body(err: RequestError, request_id: str | None = None) -> dict[str, Any]:
-    """The JSON of a refusal, as TorchServe's path answers it (handlers/errors.py): {"error",
-    "kind", "request_id"}, and `retry_after_s` where the client should retry."""
-    body = err.to_body(request_id)
-    if err.retry_after_s is not None:
-        body["retry_after_s"] = err.retry_after_s
-    return body
-
-
-class Unauthorized(RequestError):
-    status = 401
-    kind = "unauthorized"
-
-
 @functools.cache
 def _refused_class() -> type:
     from grpc_interceptor.exceptions import GrpcException
@@ -100,7 +88,7 @@ def _refused_class() -> type:
         """One request's refusal: REST status + JSON body, or gRPC status + the JSON as details."""
 
         def __init__(self, err: RequestError, request_id: str | None = None):
-            super().__init__(json.dumps(error_body(err, request_id)), grpc_code(err))
+            super().__init__(json.dumps(err.to_body(request_id)), grpc_code(err))
             self.error = err
             self.request_id = request_id
 
@@ -297,7 +285,7 @@ def _rest_refusals(app: Any) -> None:
             headers["WWW-Authenticate"] = "Bearer"
         if request_id is not None:
             headers[REQUEST_ID_HEADER] = request_id
-        return JSONResponse(error_body(err, request_id), status_code=err.status, headers=headers)
+        return JSONResponse(err.to_body(request_id), status_code=err.status, headers=headers)
 
     # Starlette finds a handler by the exception's classes: every Refused is one GrpcException.
     app.add_exception_handler(Refused.__mro__[1], refused)
@@ -313,7 +301,7 @@ def _rest_refusals(app: Any) -> None:
         err = BadField(f"{where}: {str(first.get('msg', 'invalid')).lower()}"[:300])
         request_id = request_id_of(None, dict(request.headers))
         return JSONResponse(
-            error_body(err, request_id), status_code=err.status,
+            err.to_body(request_id), status_code=err.status,
             headers={REQUEST_ID_HEADER: request_id},
         )  # fmt: skip
 
@@ -330,7 +318,7 @@ def _rest_refusals(app: Any) -> None:
         err = BadEncoding(f"the body is not the JSON it says it is: {str(exc.detail).lower()}")
         request_id = request_id_of(None, dict(request.headers))
         return JSONResponse(
-            error_body(err, request_id), status_code=400, headers={REQUEST_ID_HEADER: request_id}
+            err.to_body(request_id), status_code=400, headers={REQUEST_ID_HEADER: request_id}
         )
 
     app.add_exception_handler(HTTPException, unparsed)
@@ -429,11 +417,11 @@ def _bind(host: str) -> None:
         async def checked(request: Any, context: Any) -> Any:
             if request is undecodable:
                 err = BadEncoding("the message does not decode as this RPC's request")
-                await context.abort(grpc_code(err), json.dumps(error_body(err)))
+                await context.abort(grpc_code(err), json.dumps(err.to_body()))
             problem = grpc_infer_problem(request) if method == "ModelInfer" else None
             if problem is not None:
                 request_id = request_id_of(request.id, dict(context.invocation_metadata() or ()))
-                await context.abort(grpc_code(problem), json.dumps(error_body(problem, request_id)))
+                await context.abort(grpc_code(problem), json.dumps(problem.to_body(request_id)))
             return await behaviour(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -446,11 +434,6 @@ def _bind(host: str) -> None:
     grpc_proxy.__dict__.update(grpc.aio.__dict__)
     grpc_proxy.server = server  # type: ignore[attr-defined]
     grpc_module.aio = grpc_proxy  # type: ignore[attr-defined]
-
-
-class BodyTooLarge(RequestError):
-    status = 413
-    kind = "too_large"
 
 
 class BodyLimit:
@@ -496,7 +479,7 @@ class BodyLimit:
 
     async def _refuse(self, scope: dict, send: Any) -> None:
         request_id = scope_request_id(scope)
-        await send_json(send, 413, error_body(self._error(), request_id), request_id)
+        await send_json(send, 413, self._error().to_body(request_id), request_id)
 
 
 INFER = re.compile(r"/v2/models/[^/]+/infer/?")
@@ -536,7 +519,7 @@ class InferEdge:
         except RequestError as err:
             request_id = request_id_of(None, headers)
             extra = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
-            await send_json(send, err.status, error_body(err, request_id), request_id, extra)
+            await send_json(send, err.status, err.to_body(request_id), request_id, extra)
             return
         delivered = False
 
@@ -662,7 +645,7 @@ class OnlyTheProtocol:
     @staticmethod
     async def _not_found(scope: dict, send: Any, reason: str) -> None:
         request_id = scope_request_id(scope)
-        await send_json(send, 404, error_body_of(reason, "not_found", request_id), request_id)
+        await send_json(send, 404, error_body(reason, "not_found", request_id), request_id)
 
 
 class JsonByDefault:

@@ -417,28 +417,41 @@ def test_a_well_formed_binary_request_is_still_answered(oip_server):
 def test_every_error_kind_is_answered_with_the_catalogues_status_and_grpc_code():
     """The OIP server reads each refusal's REST status and gRPC code from the catalogue
     (handlers/errors.KINDS), as TorchServe's path and the door do: `stale_state` is ABORTED, the
-    model's own `too_large` (400) INVALID_ARGUMENT and the body limit's (413) RESOURCE_EXHAUSTED."""
+    model's own `too_large` (400) INVALID_ARGUMENT and the body limit's (413) RESOURCE_EXHAUSTED.
+    Its body (gRPC details and REST) is the one TorchServe's path sends for the same refusal
+    (handlers/errors.refusal), field for field: no field of its own (`overloaded` included)."""
     out = in_oip_venv(
-        "import json\n"
-        "from handlers.errors import KINDS, error_kinds, InternalError\n"
+        "import asyncio, json\n"
+        "from handlers.errors import KINDS, error_kinds, refusal, InternalError\n"
+        "from handlers.errors import BodyTooLarge, Unauthorized\n"
         "from oip import server\n"
+        "from fastapi import FastAPI\n"
         "Refused = server._refused_class()\n"
-        "classes = {**error_kinds(), 'unauthorized': server.Unauthorized}\n"
+        "app = FastAPI()\n"
+        "server._rest_refusals(app)\n"
+        "rest = app.exception_handlers[Refused.__mro__[1]]\n"
+        "classes = {**error_kinds(), 'unauthorized': Unauthorized, 'too_large-413': BodyTooLarge}\n"
         "rows = []\n"
-        "for kind, cls in sorted(classes.items()):\n"
+        "for name, cls in sorted(classes.items()):\n"
         "    err = cls(None) if cls is InternalError else cls('why')\n"
         "    r = Refused(err, 'r-1')\n"
-        "    rows.append([kind, err.status, r.status_code.name, json.loads(r.details)])\n"
-        "big = server.BodyTooLarge('over')\n"
-        "rows.append(['too_large', 413, Refused(big).status_code.name, {'kind': 'too_large'}])\n"
+        "    answer = asyncio.run(rest(None, r))\n"
+        "    status, headers, ts_body = refusal(err, 'r-1')\n"
+        "    rows.append([err.kind, err.status, r.status_code.name, json.loads(r.details),\n"
+        "                 answer.status_code, json.loads(answer.body), json.loads(ts_body),\n"
+        "                 answer.headers.get('retry-after'), headers.get('Retry-After')])\n"
         "print(json.dumps(rows))\n"
     )
     rows = json.loads(out)
     kinds = {kind for kind, *_ in rows}
     assert kinds >= {k for k, e in KINDS.items() if e.by == "handler"} | {"unauthorized"}, kinds
-    for kind, status, code, body in rows:
+    for kind, status, code, body, rest_status, rest_body, ts_body, retry, ts_retry in rows:
         entry = KINDS[kind]
         assert status in entry.statuses, (kind, status)
         assert code == entry.grpc_for(status), (kind, status, code, entry.grpc_for(status))
         assert body["kind"] == kind
+        assert body == rest_body == ts_body, (kind, body, rest_body, ts_body)
+        assert rest_status == status and retry == ts_retry, (kind, rest_status, retry, ts_retry)
+    assert [413, "RESOURCE_EXHAUSTED"] in [r[1:3] for r in rows if r[0] == "too_large"]
+    assert ["overloaded", "1"] in [[r[0], r[7]] for r in rows]
     assert ["stale_state", 409, "ABORTED"] in [r[:3] for r in rows]
