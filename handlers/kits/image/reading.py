@@ -292,7 +292,8 @@ def _any_blocks(mask: np.ndarray, f: int) -> np.ndarray:
     h, w = mask.shape
     padded = np.zeros((-(-h // f) * f, -(-w // f) * f), bool)
     padded[:h, :w] = mask
-    return padded.reshape(padded.shape[0] // f, f, padded.shape[1] // f, f).any(axis=(1, 3))
+    blocks = padded.reshape(padded.shape[0] // f, f, padded.shape[1] // f, f)
+    return np.asarray(blocks.any(axis=(1, 3)))
 
 
 def strokes(ink: np.ndarray) -> tuple[np.ndarray, int]:
