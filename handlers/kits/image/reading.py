@@ -347,10 +347,9 @@ def strokes(ink: np.ndarray) -> tuple[np.ndarray, int]:
     if not removed.any():
         return ink, found
     if f > 1:
-        digit = np.repeat(np.repeat(digit, f, axis=0), f, axis=1)[: ink.shape[0], : ink.shape[1]]
-        removed = np.repeat(np.repeat(removed, f, axis=0), f, axis=1)[: ink.shape[0], : ink.shape[1]]
-        digit &= full
-        removed &= full
+        h, w = ink.shape
+        digit = np.repeat(np.repeat(digit, f, axis=0), f, axis=1)[:h, :w] & full
+        removed = np.repeat(np.repeat(removed, f, axis=0), f, axis=1)[:h, :w] & full
     near_digit = widened(widened(digit.astype(np.float32))) > 0  # anti-aliasing and blur beside it
     erased = (widened(widened(removed.astype(np.float32))) > 0) & ~near_digit
     return np.where(erased, 0.0, ink).astype(np.float32), found
