@@ -18,8 +18,7 @@ dark, whose ink fills the 32 rows and is centred across, counted down to 8 x 8 i
 3. strokes, for images larger than the native size (`strokes`): the ink's connected components;
    long thin straight lines (a ruled line, a frame's or a box's edge), a ring touching all four
    borders (a frame) and a thin outline around other ink (a box) are not the digit, nor specks;
-   what is left is grouped by nearness, the largest group is the digit and the rest (with what
-   was left out, but not specks, blur or ringing beside no stroke) is erased.
+   what is left is grouped by nearness, the largest group is the digit and the rest is erased.
    The answer's `digits_found` counts the groups of a digit's size (0: none, 2: two digits side by
    side, and the larger is the one read);
 4. framing, for images larger than the dataset's native size: the digit's bounding box is scaled,
@@ -303,7 +302,6 @@ def strokes(ink: np.ndarray) -> tuple[np.ndarray, int]:
     full = ink >= STROKE_LEVEL
     f = max(1, min(ink.shape) // STROKES_SIDE)
     mask = _any_blocks(full, f)
-    whole = mask.copy()
     h, w = mask.shape
     labels, n = components(mask)
     if n == 0:
@@ -339,20 +337,11 @@ def strokes(ink: np.ndarray) -> tuple[np.ndarray, int]:
     ink_area, tall, members = max(sizes, key=lambda t: t[0])
     found = sum(1 for a, t, _ in sizes if t >= DIGIT_SIZE * tall and a >= 0.1 * ink_area)
     digit = np.isin(labels, members + 1)
-    # Only what was left out is erased (frames, boxes, lines, the other groups), never the ink that
-    # lies beside no stroke pixel (blur, JPEG ringing, specks): a plain digit's ink is read as it
-    # is, so a pixel crossing STROKE_LEVEL by float rounding changes nothing.
-    specks = np.setdiff1d(np.arange(n), kept)
-    removed = whole & ~digit & ~np.isin(labels, specks + 1)
-    if not removed.any():
-        return ink, found
     if f > 1:
-        h, w = ink.shape
-        digit = np.repeat(np.repeat(digit, f, axis=0), f, axis=1)[:h, :w] & full
-        removed = np.repeat(np.repeat(removed, f, axis=0), f, axis=1)[:h, :w] & full
-    near_digit = widened(widened(digit.astype(np.float32))) > 0  # anti-aliasing and blur beside it
-    erased = (widened(widened(removed.astype(np.float32))) > 0) & ~near_digit
-    return np.where(erased, 0.0, ink).astype(np.float32), found
+        digit = np.repeat(np.repeat(digit, f, axis=0), f, axis=1)[: ink.shape[0], : ink.shape[1]]
+        digit &= full
+    halo = widened(widened(digit.astype(np.float32))) > 0  # anti-aliasing and blur beside it
+    return np.where(halo, ink, 0.0).astype(np.float32), found
 
 
 def read(grey: np.ndarray, native: tuple[int, int]) -> Reading:
