@@ -20,7 +20,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve serve-pulled serve-oip stop-oip metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain score bench-score
+.PHONY: help install train archive serve serve-pulled serve-oip stop-oip metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain score bench-score image image-test
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -53,11 +53,35 @@ cat deploy/venv-activate.fish >> $(ACTIVATE).fish
 cat deploy/venv-activate.csh >> $(ACTIVATE).csh
 endef
 
-install: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl activate-hooks ## Make .venv and install the pinned requirements and the tools the tests run (every target depends on it)
+install: system $(STAMP) $(OIP_VENV)/.installed haproxy kubectl activate-hooks $(if $(filter 1,$(INSTALL_IMAGE_BUILDER)),image-builder) ## Check or install the system's part (Python 3.11, Java 17, HAProxy; the image builder with INSTALL_IMAGE_BUILDER=1), make .venv with the pinned requirements and the tools the tests run (every target depends on it)
 
 .PHONY: activate-hooks
 activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests run it on their own venv
 	@$(activate-hook)
+
+# What the README's commands need of the system, for Debian 12 / Ubuntu 22.04 or later (x86_64 or
+# aarch64): Python 3.11 with venv (PYTHON_SYS), Java 17 or later for TorchServe's frontend, HAProxy and the
+# shells (SYSTEM_TOOLS). As root with apt-get, what is missing is installed; elsewhere one line says
+# what to install (another distribution: its packages of the same names; macOS: Homebrew's
+# python@3.11, openjdk@17, haproxy).
+.PHONY: system image-builder
+system:
+	@missing=; \
+	command -v $(PYTHON_SYS) >/dev/null && $(PYTHON_SYS) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3.11 python3.11-venv"; \
+	major=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
+	[ "$${major:-0}" -ge 17 ] 2>/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else \
+		echo "make install: missing$$missing: install them (Debian/Ubuntu: sudo apt-get install$$missing; elsewhere your system's packages of these names), then run make install again" >&2; exit 2; \
+	fi
+
+# The image builder `make image` uses (docker with its engine, podman or buildah; Debian's buildah
+# installed where none is there): `make install INSTALL_IMAGE_BUILDER=1` prepares it ahead.
+image-builder:
+	@echo "image builder: $$(docker/image.sh builder)"
 
 # HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
 # The shells the activate hooks support are installed too: their tests run each one.
@@ -230,11 +254,14 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 # 0, runs it in pytest's own process.
 TEST_WORKERS ?= 0
 # The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
-# artifacts/ holds every model, as after `make serve`, and then needs that server.
+# artifacts/ holds every model, as after `make serve`, and then needs that server. Under CI
+# (CI=true, whose run trains and serves them first) a model missing there fails `make test`.
 TRAINED := $(strip $(foreach m,$(MODELS),$(wildcard $(ARTIFACTS)/$(m)/manifest.json)))
+UNTRAINED := $(filter-out $(patsubst $(ARTIFACTS)/%/manifest.json,%,$(TRAINED)),$(MODELS))
+CHECK_SERVED_MISSING := check-served: artifacts/ does not hold every model (make serve trains them; missing: $(UNTRAINED))
 test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x --durations=10 tests/unit
-	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,@echo "check-served: artifacts/ does not hold every model (make serve trains them): skipped")
+	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,$(if $(filter true True TRUE,$(CI)),@echo "$(CHECK_SERVED_MISSING) under CI=true: failed" >&2; exit 1,@echo "$(CHECK_SERVED_MISSING): skipped"))
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 tests/integration
 
 .PHONY: check-served
@@ -265,6 +292,33 @@ lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ tools/ deploy/ c
 fmt: $(STAMP) ## Format and autofix with ruff (what `make lint` then checks)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The CPU serving image (docs/kubernetes.md, "Building the image"): docker/image.sh builds
+# docker/Dockerfile.cpu with docker (where its engine answers), podman or buildah, and installs
+# Debian's buildah where none is there (as root). BASE_IMAGE=debian builds on a base made from
+# Debian's packages (the default when the Dockerfile's cannot be pulled); TORCH_INDEX_URL= (empty)
+# takes the torch +cpu wheel from pip's own configuration, which the build's RUN steps get from
+# this machine (IMAGE_PIP_ACCESS=none: not). The image's size by layer, its package list and its
+# checks (no root process, no compiler) go to reports/image/.
+IMAGE_KIND ?= cpu
+IMAGE ?= torchserve-models:0.1.0-$(IMAGE_KIND)
+IMAGE_BUILDER ?=
+BASE_IMAGE ?=
+IMAGE_PIP_ACCESS ?= host
+image: ## Build the CPU serving image with docker, podman or buildah (IMAGE=, IMAGE_KIND=gpu, IMAGE_BUILDER=, BASE_IMAGE=, TORCH_INDEX_URL=)
+	IMAGE="$(IMAGE)" IMAGE_KIND="$(IMAGE_KIND)" IMAGE_BUILDER="$(IMAGE_BUILDER)" BASE_IMAGE="$(BASE_IMAGE)" IMAGE_PIP_ACCESS="$(IMAGE_PIP_ACCESS)" \
+		$(if $(filter-out undefined,$(origin TORCH_INDEX_URL)),TORCH_INDEX_URL="$(TORCH_INDEX_URL)") docker/image.sh build
+
+# The pod runs in a network namespace of its own (unshare --net: loopback only), so its ports never
+# meet a `make serve` on this machine; tests/image/pod.py says what differs from a kubelet's.
+# IMAGE_STORE: the archives it serves (default model_store/, from `make archive`); IMAGE_RUNTIMES:
+# torchserve, oip or both (the default).
+IMAGE_STORE ?= $(STORE)
+IMAGE_RUNTIMES ?= torchserve oip
+image-test: | $(STAMP) ## Run the built image as the Deployment does (tini, uid 10001, read-only root, volumes, door, probes; both runtimes): every model answers as in process; deletion drains, exit 0
+	@command -v buildah >/dev/null || { echo "make image-test runs the image with buildah: make image installs it (as root)" >&2; exit 2; }
+	IMAGE="$(IMAGE)" IMAGE_STORE="$(abspath $(IMAGE_STORE))" IMAGE_RUNTIMES="$(IMAGE_RUNTIMES)" \
+		unshare --net -- $(PY) -m tests.support.netns $(PY) -m pytest -q -s -p no:cacheprovider --durations=0 tests/image/check_image.py
 
 # REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --no-streams skips the stream check.
 REHEARSE_ARGS ?=

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from handlers import registry
-from training.common.heldout import HeldOut, Outcome
+from training.common.heldout import HeldOut, Outcome, read_predictions, runtime_key
 
 PYFUNC_ATOL = 1e-4
 """The PyFunc runs the handler's code in this process: its answers may differ in the last bits."""
@@ -74,6 +74,18 @@ def _versions(answer: Any) -> set[str]:
     return {a["model"]["version"] for a in items if isinstance(a, dict) and "model" in a}
 
 
+def served_runtime(name: str, artifacts: Path) -> str:
+    """The runtime the server opens for `name` here: its model-config's, `auto` resolved on this
+    CPU over the files artifacts/ holds (handlers/runtime.resolve_runtime)."""
+    import yaml
+
+    from handlers.runtime import resolve_runtime
+
+    config = registry.get(name).model_config
+    kind = (yaml.safe_load(config.read_text()).get("handler") or {}).get("runtime", "onnx")
+    return resolve_runtime(kind, artifacts, "cpu")[0]
+
+
 def check_model(name: str, artifacts: Path, rest, grpc, tracking_uri: str) -> Outcome:
     from handlers.manifest import read_manifest
 
@@ -81,12 +93,20 @@ def check_model(name: str, artifacts: Path, rest, grpc, tracking_uri: str) -> Ou
     out = Outcome(name)
     manifest = read_manifest(artifacts)
     cases = held_out(name, manifest, artifacts)
+    predictions = read_predictions(artifacts, manifest)
+    runtime = served_runtime(name, artifacts)
+    predicted = predictions["runtimes"].get(runtime_key(runtime))
+    if predicted is None:
+        raise LookupError(f"{name}: training saved no per-item predictions for runtime {runtime}")
+    answered: list[tuple[str, list[Any]]] = []
     served = [rest.predict(name, body) for body in cases.bodies]
+    answered.append((f"REST ({runtime})", served))
     cases.judge(served, out)
     versions = set().union(*(_versions(a) for a in served))
     out.check(versions == {manifest["version"]},
               f"served version {sorted(versions)} is artifacts/'s {manifest['version']}")  # fmt: skip
     over_grpc = [grpc.predict(name, body) for body in cases.bodies]
+    answered.append((f"gRPC ({runtime})", over_grpc))
     diff = [d for a, b in zip(served, over_grpc, strict=True) for d in differences(a, b)]
     out.check(not diff, "REST and gRPC answers equal" + (f": {diff[:3]}" if diff else ""))
     record = manifest.get("mlflow")
@@ -94,11 +114,15 @@ def check_model(name: str, artifacts: Path, rest, grpc, tracking_uri: str) -> Ou
         out.check(False, "artifacts/ names no registered MLflow version (trained with --no-track?)")
     else:
         pyfunc = _pyfunc_answers(record, cases.bodies, tracking_uri)
+        answered.append(("MLflow PyFunc", pyfunc))
         diff = [
             d for a, b in zip(served, pyfunc, strict=True) for d in differences(a, b, PYFUNC_ATOL)
         ]
         out.check(not diff, f"MLflow PyFunc {record['model_uri']} answers as served"
                   f" (within {PYFUNC_ATOL})" + (f": {diff[:3]}" if diff else ""))  # fmt: skip
+    if cases.per_item is not None:
+        for where, answers in answered:
+            cases.per_item(answers, predicted, out, where)
     out.seconds = time.perf_counter() - started
     return out
 

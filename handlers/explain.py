@@ -7,8 +7,10 @@ pixel-passes, sample-passes). A request costing more than the model's per-reques
 at once with 400 `too_large` (it would never fit); past the batch's explanation budget, requests
 get 503 + Retry-After like predictions past theirs (both applied by the lifecycle from the
 model's declared `explain_budgets`, handlers/budget.py). The worker is never held
-by explanations for longer than one budget's worth, and over time explanations get at most their
-share of the worker (`WorkShare`, `explain_share` 0.25): predictions keep at least the rest.
+by explanations for longer than one budget's worth, and while predictions are being served,
+explanations get at most their share of the worker (`WorkShare`, `explain_share` 0.25): predictions
+keep at least the rest. The share is work-conserving: on a worker that serves no prediction load,
+explanations run back to back.
 """
 
 from __future__ import annotations
@@ -51,29 +53,57 @@ class Explanations(JsonExplanation):
 
 class WorkShare:
     """Explanations may take at most `share` of this worker's time over the last `window_s`
-    seconds; past it they are refused (503 + Retry-After) without running."""
+    seconds while predictions compete for it; then they are refused (503 + Retry-After) without
+    running.
+
+    Predictions compete when one waits in the same batch as the explanations, or when predictions
+    took at least `contended` of the worker's time over the window (a prediction load, not a lone
+    client's occasional request). Otherwise the worker would sit idle, and explanations run at
+    once whatever they spent before (work-conserving). A prediction that arrives while an admitted
+    explanation runs waits for it: at most one batch's explanation budget.
+    """
 
     def __init__(
-        self, share: float, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+        self,
+        share: float,
+        window_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        contended: float = 0.05,
     ):
-        self.share, self.window_s, self.clock = share, window_s, clock
+        self.share, self.window_s, self.clock, self.contended = share, window_s, clock, contended
         self.spans: deque[tuple[float, float]] = deque()
+        """Explanations' work: (begin, end) in `clock` seconds."""
+        self.predicted: deque[tuple[float, float]] = deque()
+        """Predictions' work, likewise."""
+
+    def _within(self, spans: deque[tuple[float, float]]) -> float:
+        start = self.clock() - self.window_s
+        while spans and spans[0][1] <= start:
+            spans.popleft()
+        return sum(end - max(begin, start) for begin, end in spans)
 
     def spent(self) -> float:
         """Seconds of explanation work within the window."""
-        start = self.clock() - self.window_s
-        while self.spans and self.spans[0][1] <= start:
-            self.spans.popleft()
-        return sum(end - max(begin, start) for begin, end in self.spans)
+        return self._within(self.spans)
 
-    def allows(self) -> bool:
+    def contested(self) -> bool:
+        """Predictions took at least `contended` of the worker over the window."""
+        return self._within(self.predicted) >= self.contended * self.window_s
+
+    def allows(self, predictions_waiting: bool = False) -> bool:
+        if not (predictions_waiting or self.contested()):
+            return True
         return self.spent() < self.share * self.window_s
 
     def record(self, begin: float, end: float) -> None:
         self.spans.append((begin, end))
 
+    def record_predictions(self, begin: float, end: float) -> None:
+        self.predicted.append((begin, end))
+
     def refusal(self) -> Overloaded:
         return Overloaded(
             f"explanations have used their share ({self.share:.0%}) of this worker over the last "
-            f"{self.window_s:g} s; retry after {Overloaded.retry_after_s} s (predictions are served)"
+            f"{self.window_s:g} s while predictions are served; retry after "
+            f"{Overloaded.retry_after_s} s"
         )

@@ -5,22 +5,33 @@ POSTed to /predictions/<name>.
 A row's columns are the request's JSON body (e.g. `text`, `signal`, `image`); rows are cut into
 batches of the archive's `batchSize`, as TorchServe forms them, and each batch runs through
 `ModelService.handle_batch`, limits and work budgets included. A refused row answers its error body
-(`error`, `kind`) with the HTTP `status` it is served with.
+(`error`, `kind`) with the HTTP `status` it is served with, when the fault is the row's own: a
+retryable refusal (the batch's work budget spent by its neighbours) is retried, as a client of the
+server would, never answered.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from handlers.errors import RequestError, refusal
+from handlers.errors import KINDS, RequestError, refusal
 from handlers.service import MODEL_CONFIG, ModelService, Request
 
 JSON = {"Content-Type": "application/json"}
+RETRY_TRIES = 8
+"""Rounds a retryable refusal is run again before the job fails (see `answer_rows`)."""
+RETRY_DELAY_S, RETRY_MAX_DELAY_S = 0.05, 2.0
+
+
+class StillRefused(RuntimeError):
+    """Rows the service kept refusing as retryable, even alone in a batch: the job fails (one
+    line), since writing a retryable refusal as a row's answer would keep it for good."""
 
 
 def row_request(row: Mapping[str, Any], id: str | None = None) -> Request:
@@ -36,28 +47,71 @@ def batch_size(model_dir: str | Path) -> int:
 
 
 def answer_rows(
-    service: ModelService, rows: list[dict], batch_size: int, ids: Iterable[Any] | None = None
+    service: ModelService,
+    rows: list[dict],
+    batch_size: int,
+    ids: Iterable[Any] | None = None,
+    tries: int = RETRY_TRIES,
 ) -> list[dict]:
     """Each row as a request's JSON body, run in batches of `batch_size` through the service: the
-    served JSON answer, or a refused row's error body with its `status`."""
+    served JSON answer, or a refused row's error body with its `status`.
+
+    A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
+    neighbours) is never the row's answer: such rows run again, in batches cut to the size the
+    budget admitted (a batch's first request is always admitted, so a batch of one row within the
+    model's limits is answered), with a backoff whenever a round answers none of them. Rows still
+    refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
     rids = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(rows)
-    answers: list[dict] = []
-    for start in range(0, len(rows), batch_size):
-        stop = start + batch_size
-        batch = [row_request(r, i) for r, i in zip(rows[start:stop], rids[start:stop], strict=True)]
-        for result in service.handle_batch(batch):
-            if isinstance(result, RequestError):
-                status, _, body = refusal(result)  # as the TorchServe adapter writes it
-                answers.append(json.loads(body) | {"status": status})
-            else:
-                answers.append(json.loads(result.body))
-    return answers
+    answers: list[dict | None] = [None] * len(rows)
+    pending, size, delay, stalls = list(range(len(rows))), max(1, batch_size), RETRY_DELAY_S, 0
+    while pending:
+        retry: list[int] = []
+        batches = 0
+        for start in range(0, len(pending), size):
+            chunk = pending[start : start + size]
+            batches += 1
+            batch = [row_request(rows[i], rids[i]) for i in chunk]
+            for i, result in zip(chunk, service.handle_batch(batch), strict=True):
+                if isinstance(result, RequestError) and KINDS[result.kind].retryable:
+                    retry.append(i)
+                elif isinstance(result, RequestError):
+                    status, _, body = refusal(result)  # as the TorchServe adapter writes it
+                    answers[i] = json.loads(body) | {"status": status}
+                else:
+                    answers[i] = json.loads(result.body)
+        answered = len(pending) - len(retry)
+        if retry and not answered:  # nothing admitted even so: smaller batches, and wait
+            stalls += 1
+            if stalls >= tries:
+                raise StillRefused(
+                    f"{len(retry)} row(s) still refused as retryable after {tries} tries "
+                    f"(the first: id {rids[retry[0]]})"
+                )
+            size = max(1, size // 2)
+            time.sleep(delay)
+            delay = min(2 * delay, RETRY_MAX_DELAY_S)
+        elif retry:  # next round: batches of what the budget admitted per batch
+            size = max(1, min(size, answered // batches))
+        pending = retry
+    return [a for a in answers if a is not None]
 
 
 def plain(value: Any) -> Any:
-    """Table cells arrive as numpy arrays / scalars; the codec validates plain JSON values."""
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
+    """Table cells arrive as numpy arrays / scalars; the codec validates plain JSON values. Lists
+    are walked without recursion: a row's value nested deeper than Python's stack is the codec's
+    to refuse (that row's error), never the batch's RecursionError here."""
+    value = value.tolist() if hasattr(value, "tolist") else value
+    if not isinstance(value, list):
+        return value
+    out: list = []
+    todo = [(value, out)]
+    while todo:
+        source, target = todo.pop()
+        for item in source:
+            item = item.tolist() if hasattr(item, "tolist") else item
+            if isinstance(item, list):
+                target.append([])
+                todo.append((item, target[-1]))
+            else:
+                target.append(item)
+    return out

@@ -238,13 +238,15 @@ class ModelService:
             idx = [i for i, e in enumerate(explain) if not e]
             ids_ = [ids[i] for i in idx]
             items = budget.apply([parsed[i] for i in idx], self.model.budgets, ids_)
+            begin = self.explain_share.clock()
             out = self._run(self.model.inference, items, ids_)
+            self.explain_share.record_predictions(begin, self.explain_share.clock())
             for i, a in zip(idx, out, strict=True):
                 answers[i] = a
         if any(explain):
             idx = [i for i, e in enumerate(explain) if e]
             items = [parsed[i].request for i in idx]
-            if self.explain_share.allows():
+            if self.explain_share.allows(predictions_waiting=not all(explain)):
                 begin = self.explain_share.clock()
                 ids_ = [ids[i] for i in idx]
                 items = budget.apply(items, self.model.explain_budgets, ids_)  # type: ignore[attr-defined]

@@ -70,12 +70,16 @@ def flag(parameters: Mapping[str, Any], name: str) -> bool:
 
 
 def texts(array: np.ndarray, name: str) -> list[str]:
-    """A BYTES tensor's elements as UTF-8 text."""
+    """A BYTES tensor's elements as UTF-8 text (each element bytes or a string: anything else, a
+    number or null, is not read as text)."""
     out = []
     for i, item in enumerate(array.reshape(-1)):
-        raw = item if isinstance(item, bytes | bytearray) else str(item).encode()
+        if isinstance(item, str):
+            item = item.encode("utf-8", "surrogatepass")
+        if not isinstance(item, bytes | bytearray):
+            raise BadField(f"{name}[{i}] must be a string")
         try:
-            out.append(bytes(raw).decode("utf-8"))
+            out.append(bytes(item).decode("utf-8"))
         except UnicodeDecodeError:
             raise BadEncoding(f"{name}[{i}] is not valid UTF-8") from None
     return out

@@ -29,6 +29,7 @@ from handlers.codec import Reply
 from handlers.errors import BadField, TooLarge
 from handlers.service import EXPLAIN_INPUT, Request
 from handlers.tensors import Native, Output, Tensor
+from oip.edge import MAX_ELEMENTS
 
 EXPLAIN_PARAMETER = "explain"
 """A request parameter `explain: true` asks for the model's explanation instead of a prediction."""
@@ -36,9 +37,13 @@ EXPLAIN_PARAMETER = "explain"
 EXPLANATION_OUTPUT = "explanation"
 """An explained request answers with one BYTES tensor: the model's explanation, as JSON."""
 
-MAX_ELEMENTS = 1 << 22
-"""Elements of one input tensor past which a request is refused before it is copied (the body
-limit bounds the bytes; this bounds a shape that claims more than the body holds)."""
+NUMPY = {
+    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype("<u1"), "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"), "UINT64": np.dtype("<u8"), "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
+}  # fmt: skip
+"""Each fixed-size datatype's array type (binary data is little-endian, as the protocol says)."""
 
 
 class Contract:
@@ -84,22 +89,12 @@ class Contract:
                     f"input {item.name!r} is {item.datatype}; send "
                     + " or ".join((spec.datatype, *spec.accepts))
                 )
-            shape = [int(d) for d in item.shape]
-            if len(shape) != len(spec.shape) or any(d < 0 for d in shape):
+            if len(item.shape) != len(spec.shape):
                 raise BadField(
-                    f"input {item.name!r} has shape {shape}; this model reads {list(spec.shape)}"
+                    f"input {item.name!r} has shape {list(item.shape)[:8]}; this model reads "
+                    f"{list(spec.shape)}"
                 )
-            if math.prod(shape) > MAX_ELEMENTS:
-                raise TooLarge(
-                    f"input {item.name!r} has {math.prod(shape)} elements; the limit is "
-                    f"{MAX_ELEMENTS}"
-                )
-            try:
-                arrays[item.name] = item.as_numpy()
-            except (ValueError, TypeError, OverflowError) as e:
-                raise BadField(
-                    f"input {item.name!r} does not hold its shape's data ({e})"
-                ) from None
+            arrays[item.name] = decode(item)
         missing = [t.name for t in self.inputs if not t.optional and t.name not in arrays]
         if missing:
             raise BadField(f"missing input {', '.join(map(repr, missing))}")
@@ -113,6 +108,122 @@ class Contract:
             body = reply.body.encode() if isinstance(reply.body, str) else reply.body
             return [Output(EXPLANATION_OUTPUT, "BYTES", np.array([body], dtype=object))]
         return self.module.answer(reply, self.settings)
+
+
+def decode(item: Any) -> np.ndarray:
+    """One input tensor (a KServe InferInput, from any route) as an array, its elements checked
+    against its datatype and shape before anything is built: JSON data element by element (BYTES
+    elements strings, BOOL booleans, integers whole numbers in the datatype's range, floats
+    numbers; as many as the shape holds, nested lists read row-major), binary data by its size
+    (BYTES: each element's 4-byte length prefix within the bytes, no bytes left over)."""
+    name, datatype = str(item.name), str(item.datatype)
+    shape = [int(d) for d in item.shape]
+    if len(shape) > 64 or any(d < 0 for d in shape):
+        raise BadField(f"input {name!r} has shape {shape[:8]}: not a tensor's shape")
+    count = math.prod(shape)
+    if count > MAX_ELEMENTS:
+        raise TooLarge(f"input {name!r} has {count} elements; the limit is {MAX_ELEMENTS}")
+    if datatype != "BYTES" and datatype not in NUMPY:
+        raise BadField(f"input {name!r}: datatype {datatype[:20]!r} is not read here")
+    raw = getattr(item, "_raw_data", None)
+    if raw is not None:
+        if datatype == "BYTES":
+            return np.array(split_bytes(bytes(raw), count, name), dtype=object).reshape(shape)
+        dtype = NUMPY[datatype]
+        if len(raw) != count * dtype.itemsize:
+            raise BadField(
+                f"input {name!r}: {len(raw)} bytes of {datatype} data; its shape {shape} takes "
+                f"{count * dtype.itemsize}"
+            )
+        return np.frombuffer(raw, dtype=dtype).reshape(shape)
+    flat = flatten(item.data, count, name, shape)
+    if datatype == "BYTES":
+        for i, x in enumerate(flat):
+            if not isinstance(x, str | bytes):
+                raise BadField(f"{name}[{i}] must be a string, not {json_kind(x)}")
+        return np.array(
+            [x.encode("utf-8", "surrogatepass") if isinstance(x, str) else x for x in flat],
+            dtype=object,
+        ).reshape(shape)
+    dtype = NUMPY[datatype]
+    for i, x in enumerate(flat):
+        if datatype == "BOOL":
+            ok = isinstance(x, bool | np.bool_)
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            ok = isinstance(x, int) and not isinstance(x, bool) and info.min <= x <= info.max
+        else:
+            ok = isinstance(x, int | float) and not isinstance(x, bool)
+        if not ok:
+            raise BadField(f"{name}[{i}] must be {KIND_OF[dtype.kind]}, not {json_kind(x)}")
+    return np.array(flat, dtype=dtype).reshape(shape)
+
+
+KIND_OF = {"b": "true or false", "i": "a whole number in range", "u": "a whole number in range",
+           "f": "a number"}  # fmt: skip
+
+
+def json_kind(value: Any) -> str:
+    """A value's JSON type in words (never a Python class name, nor the value itself)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer" if -(2**63) <= value < 2**64 else "an integer out of range"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str | bytes):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def flatten(data: Any, count: int, name: str, shape: list[int]) -> list[Any]:
+    """JSON tensor data (flat, or nested lists read row-major) as its `count` elements; refused as
+    soon as it holds more (nothing past the shape is read)."""
+    if not isinstance(data, list | tuple) and not hasattr(data, "__len__"):
+        raise BadField(f"input {name!r}: data must be an array")
+    out: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for value in stack[-1]:
+            if isinstance(value, list | tuple):
+                stack.append(iter(value))
+                break
+            out.append(value)
+            if len(out) > count:
+                raise BadField(f"input {name!r} holds more elements than its shape {shape} takes")
+        else:
+            stack.pop()
+    if len(out) != count:
+        raise BadField(f"input {name!r} holds {len(out)} elements; its shape {shape} takes {count}")
+    return out
+
+
+def split_bytes(raw: bytes, count: int, name: str) -> list[bytes]:
+    """Binary BYTES data (each element a little-endian 4-byte length, then its bytes) as its
+    `count` elements, each length checked against the bytes that remain."""
+    out: list[bytes] = []
+    offset = 0
+    while offset < len(raw):
+        if len(out) == count:
+            raise BadField(f"input {name!r}: bytes after its {count} elements")
+        if offset + 4 > len(raw):
+            raise BadField(f"input {name!r}[{len(out)}]: a length prefix cut short")
+        size = int.from_bytes(raw[offset : offset + 4], "little")
+        offset += 4
+        if size > len(raw) - offset:
+            raise BadField(
+                f"input {name!r}[{len(out)}]: its length prefix says {size} bytes; "
+                f"{len(raw) - offset} remain"
+            )
+        out.append(raw[offset : offset + size])
+        offset += size
+    if len(out) != count:
+        raise BadField(f"input {name!r} holds {len(out)} elements; its shape takes {count}")
+    return out
 
 
 def to_request(native: Native, request_id: str | None, explain: bool) -> Request:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from handlers.errors import (
+    KINDS,
     REQUEST_ID_HEADER,
     BadEncoding,
     BadField,
@@ -60,6 +61,7 @@ from oip.contract import (
     parameters_of,
     to_request,
 )
+from oip.edge import binary_head, check_rest, grpc_infer_problem
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +71,11 @@ DEFAULT_METRICS_PORT = 8097
 
 
 def grpc_code(err: RequestError) -> Any:
-    """The gRPC status of a refusal: the client's input → INVALID_ARGUMENT (a limit it is over →
-    RESOURCE_EXHAUSTED, as gRPC answers a message over its size limit); overloaded (retry) →
-    UNAVAILABLE; a stale stream → FAILED_PRECONDITION; a mode not served → UNIMPLEMENTED; the
-    server's own failure → INTERNAL."""
+    """The gRPC status of a refusal: the catalogue's (handlers/errors.KINDS) for its kind and the
+    HTTP status it is answered with, never a mapping of this server's own."""
     from grpc import StatusCode
 
-    if err.status == 503:
-        return StatusCode.UNAVAILABLE
-    if err.status == 409:
-        return StatusCode.FAILED_PRECONDITION
-    if err.status == 501:
-        return StatusCode.UNIMPLEMENTED
-    if err.status >= 500:
-        return StatusCode.INTERNAL
-    if err.kind == "too_large":
-        return StatusCode.RESOURCE_EXHAUSTED
-    return StatusCode.INVALID_ARGUMENT
+    return StatusCode[KINDS[err.kind].grpc_for(err.status)]
 
 
 def error_body(err: RequestError, request_id: str | None = None) -> dict[str, Any]:
@@ -104,15 +94,13 @@ class Unauthorized(RequestError):
 
 @functools.cache
 def _refused_class() -> type:
-    from grpc import StatusCode
     from grpc_interceptor.exceptions import GrpcException
 
     class Refused(GrpcException):
         """One request's refusal: REST status + JSON body, or gRPC status + the JSON as details."""
 
         def __init__(self, err: RequestError, request_id: str | None = None):
-            code = StatusCode.UNAUTHENTICATED if err.status == 401 else grpc_code(err)
-            super().__init__(json.dumps(error_body(err, request_id)), code)
+            super().__init__(json.dumps(error_body(err, request_id)), grpc_code(err))
             self.error = err
             self.request_id = request_id
 
@@ -353,54 +341,31 @@ def _keep_binary_inputs() -> None:
     image (or any non-UTF-8 element) is a 500. Replaced by the same reading that keeps each binary
     input's raw bytes (`InferInput.as_numpy` decodes them as gRPC's are), and a malformed body is
     the client's 400."""
-    import orjson
     from kserve.protocol.infer_type import InferInput, InferRequest, RequestedOutput
 
     def from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -> Any:
         Refused = _refused_class()
-        try:
-            head = orjson.loads(req_bytes[:json_length])
-            specs = list(head["inputs"])
-        except (orjson.JSONDecodeError, KeyError, TypeError) as e:
-            err = BadEncoding(f"unrecognised request: {e}")
+        try:  # InferEdge has checked the same body; this is the same check, not another rule
+            head, raws = binary_head(req_bytes, str(json_length))
+        except RequestError as err:
             raise Refused(err, request_id_of(None, None)) from None
-        request_id = request_id_of(head.get("id"), None)
-        start = json_length
         inputs = []
-        for spec in specs:
-            try:
-                params = spec.get("parameters") or None
-                item = InferInput(spec["name"], spec["shape"], spec["datatype"], parameters=params)
-            except (AttributeError, KeyError, TypeError) as e:
-                raise Refused(BadField(f"an input without its name, shape or datatype: {e}"),
-                              request_id) from None  # fmt: skip
-            if spec.get("data") is not None:
-                item.data = spec["data"]
-            elif params and isinstance(params.get("binary_data_size"), int):
-                end = start + params["binary_data_size"]
-                if end > len(req_bytes):
-                    raise Refused(
-                        BadField(f"input {spec['name']!r}: binary_data_size past the body"),
-                        request_id,
-                    )
-                item._raw_data = req_bytes[start:end]
-                start = end
+        for spec, raw in zip(head.inputs, raws, strict=True):
+            item = InferInput(spec.name, spec.shape, spec.datatype, parameters=spec.parameters)
+            if raw is None:
+                item.data = spec.data
             else:
-                raise Refused(
-                    BadField(f"input {spec['name']!r} has neither data nor binary_data_size"),
-                    request_id,
-                )
+                item._raw_data = raw
             inputs.append(item)
-        outputs = head.get("outputs")
         return cls(
             model_name=model_name,
-            request_id=head.get("id"),
-            parameters=head.get("parameters"),
+            request_id=head.id,
+            parameters=head.parameters,
             infer_inputs=inputs,
             request_outputs=[
-                RequestedOutput(name=o["name"], parameters=o.get("parameters")) for o in outputs
+                RequestedOutput(name=o.name, parameters=o.parameters) for o in head.outputs
             ]
-            if outputs is not None
+            if head.outputs is not None
             else None,
         )
 
@@ -447,9 +412,9 @@ def _bind(host: str) -> None:
             handler = await continuation(details)
             if handler is None or handler.unary_unary is None or not handler.request_deserializer:
                 return handler
-            return _decoded_or_invalid(handler)
+            return _decoded_or_invalid(handler, details.method.rsplit("/", 1)[-1])
 
-    def _decoded_or_invalid(handler: Any) -> Any:
+    def _decoded_or_invalid(handler: Any, method: str) -> Any:
         """A message that does not decode is the client's INVALID_ARGUMENT (gRPC itself answers
         UNKNOWN with the parser's exception), with the refusals' JSON as its details."""
         decode, behaviour = handler.request_deserializer, handler.unary_unary
@@ -464,7 +429,11 @@ def _bind(host: str) -> None:
         async def checked(request: Any, context: Any) -> Any:
             if request is undecodable:
                 err = BadEncoding("the message does not decode as this RPC's request")
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, json.dumps(error_body(err)))
+                await context.abort(grpc_code(err), json.dumps(error_body(err)))
+            problem = grpc_infer_problem(request) if method == "ModelInfer" else None
+            if problem is not None:
+                request_id = request_id_of(request.id, dict(context.invocation_metadata() or ()))
+                await context.abort(grpc_code(problem), json.dumps(error_body(problem, request_id)))
             return await behaviour(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -530,6 +499,57 @@ class BodyLimit:
         await send_json(send, 413, error_body(self._error(), request_id), request_id)
 
 
+INFER = re.compile(r"/v2/models/[^/]+/infer/?")
+
+
+class InferEdge:
+    """ASGI middleware, inside the body limit: an infer POST's token, then its body checked
+    against the protocol (oip/edge.py: field types, the binary extension's header and sizes, each
+    tensor's size against its datatype and shape) before KServe reads it; a malformed request is
+    the client's 400 (or 413) with the catalogue's JSON body. The body is then handed on as sent."""
+
+    def __init__(self, app: Any, token: Token):
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if (
+            scope.get("type") != "http"
+            or scope.get("method") != "POST"
+            or not INFER.fullmatch(scope.get("path", ""))
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        chunks = []
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":
+                return  # the client went away (or the body limit refused it)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            self.token.check(headers)
+            check_rest(body, headers)
+        except RequestError as err:
+            request_id = request_id_of(None, headers)
+            extra = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
+            await send_json(send, err.status, error_body(err, request_id), request_id, extra)
+            return
+        delivered = False
+
+        async def replay() -> dict:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
 def request_id_of(given: Any, headers: dict[str, str] | None) -> str:
     """A request's id, by TorchServe's path's rule (handlers/errors.REQUEST_ID_PATTERN): the
     request's own `id` when acceptable, else the client's X-Request-ID (REST header or gRPC
@@ -546,10 +566,17 @@ def scope_request_id(scope: dict) -> str:
     return request_id_of(None, headers)
 
 
-async def send_json(send: Any, status: int, payload: dict, request_id: str | None = None) -> None:
+async def send_json(
+    send: Any,
+    status: int,
+    payload: dict,
+    request_id: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> None:
     """An ASGI answer with a JSON body, written before KServe's app sees the request."""
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
     if request_id is not None:
         headers.append((REQUEST_ID_HEADER.lower().encode(), request_id.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -718,6 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     _rest_refusals(model_server.app)
     _keep_binary_inputs()
     _bind(args.host)
+    model_server.app.add_middleware(InferEdge, token=token)
     model_server.app.add_middleware(JsonByDefault)
     model_server.app.add_middleware(BodyLimit, limit=args.max_request_bytes)
     model_server.app.add_middleware(OnlyTheProtocol, versions={m.name: m.version for m in models})

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scoring.errors import ScoringError
+from scoring.errors import JobFailed, ScoringError
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,6 +35,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--id", dest="id_column", default="id", help="the input's id column (default id)"
+    )
+    p.add_argument(
+        "--id-type",
+        choices=("string", "int"),
+        default=None,
+        help="the id column's type in the output (default: the input's schema: int for Parquet "
+        "with integer ids, else string); an id that is not one is that row's error",
     )
     p.add_argument(
         "--workers", type=int, default=None, help="Ray actors, each with the model (default: 1)"
@@ -68,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except ScoringError as err:
         print(f"scoring: {err}", file=sys.stderr)
         return 2
+    except JobFailed as err:
+        print(f"scoring: failed: {err}", file=sys.stderr)
+        return 1
     except Exception as err:  # why: the command ends in one line, whatever failed under it
         from deploy.s3 import StoreError
 
@@ -79,11 +89,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from scoring import inputs, job
+    from scoring.columns import ERROR, EXTRA
     from scoring.model import resolve
     from scoring.outputs import open_output
 
     if args.workers is not None and args.workers < 1 or args.cpus < 1:
         raise ScoringError("--workers and --cpus must be at least 1")
+    if args.id_column in (ERROR, EXTRA):
+        raise ScoringError(
+            f"--id {args.id_column}: the output has an {args.id_column!r} column of its own; "
+            "rename the input's id column"
+        )
     workers = args.workers or 1
     output = open_output(args.output)
     output.check()
@@ -104,20 +120,42 @@ def _run(args) -> int:
                 files += fetched
             else:
                 files += inputs.local_files(source)
+        files, same_file = inputs.unique_paths(files)
         parts = inputs.plan(files, args.id_column, max(1, int(args.partition_mb * (1 << 20))))
+        digests, part_digests = inputs.digests(files, parts)  # what the job is keyed by
+        files, parts, part_digests, same_bytes = inputs.unique_contents(
+            files, parts, digests, part_digests
+        )
+        if same_file or same_bytes:
+            said = [f"{_label(a, labels)} (the same file as {_label(b, labels)})"
+                    for a, b in same_file] + [
+                    f"{_label(a, labels)} (the same bytes as {_label(b, labels)})"
+                    for a, b in same_bytes]  # fmt: skip
+            print(f"scoring: {len(said)} duplicate input(s) scored once: {', '.join(said)}",
+                  file=sys.stderr)  # fmt: skip
         if not parts:
             raise ScoringError("the input has no rows")
         model = resolve(args.model, args.source, Path(work))
+        id_type = args.id_type or inputs.id_type(files, args.id_column)
         plan_doc = {
             "model": model.name,
             "sha256": model.sha256,
             "id": args.id_column,
-            "inputs": [{"path": _label(f, labels), "size": f.stat().st_size} for f in files],
-            "partitions": [p.to_dict() | {"path": _label(Path(p.path), labels)} for p in parts],
+            "id_type": id_type,
+            "inputs": [
+                {"path": _label(f, labels), "size": f.stat().st_size, "sha256": digests[str(f)]}
+                for f in files
+            ],
+            "partitions": [
+                p.to_dict() | {"path": _label(Path(p.path), labels), "sha256": digest}
+                for p, digest in zip(parts, part_digests, strict=True)
+            ],
         }
-        job.prepare_output(output, plan_doc)
+        note = job.prepare_output(output, plan_doc)
+        if note:
+            print(f"scoring: {note}", file=sys.stderr)
         report = job.run(model, parts, output, args.id_column, workers, args.cpus,
-                         args.address, args.progress)  # fmt: skip
+                         args.address, args.progress, id_type)  # fmt: skip
     print(report.line())
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()

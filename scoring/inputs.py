@@ -12,15 +12,16 @@ same partitions and skips those already written.
 from __future__ import annotations
 
 import csv
-import io
 import json
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from handlers.errors import echo
 from scoring.errors import ScoringError
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
@@ -126,45 +127,184 @@ def plan(
 
 
 def _columns(path: Path, fmt: str) -> list[str] | None:
-    """The file's column names (None for an empty JSONL/CSV)."""
+    """The file's column names: a Parquet file's schema, a CSV file's header, the keys of a JSONL
+    file's first readable object within its first MiB (None when there is none: its rows are
+    then each refused, or scored, on their own)."""
     try:
         if fmt == "parquet":
             return list(pq.ParquetFile(path).schema_arrow.names)
-        with open(path, newline="") as f:
-            first = f.readline()
-        if not first.strip():
-            return None
         if fmt == "csv":
-            return next(csv.reader([first]))
-        row = json.loads(first)
-    except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as err:
+            return _header(path)[0]
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except (pa.ArrowException, OSError, ValueError) as err:
         raise ScoringError(f"{path}: unreadable {fmt}: {_line(err)}") from None
-    if not isinstance(row, dict):
-        raise ScoringError(f"{path}: line 1 is not a JSON object")
-    return list(row)
+    for line in _lines(head if len(head) < (1 << 20) else head[: head.rfind(b"\n") + 1]):
+        row = _json_row(line)
+        if row is not None and BAD_ROW not in row:
+            return list(row)
+    return None
 
 
 def _ranges(path: Path, fmt: str, partition_bytes: int) -> list[tuple[int, int]]:
+    """Each partition's byte range: cut after a line (JSONL) or a record (CSV: a line break
+    outside quotes, so a quoted cell's line breaks stay in it) once `partition_bytes` are in."""
     if fmt == "parquet":
         return [(g, g + 1) for g in range(pq.ParquetFile(path).num_row_groups)]
     size = path.stat().st_size
     out = []
     with open(path, "rb") as f:
-        start = 0
-        if fmt == "csv":
-            start = len(f.readline())  # the header is read with every partition
-        while start < size:
-            f.seek(min(size, start + partition_bytes))
-            f.readline()  # to the end of the line the cut falls in
-            stop = min(size, f.tell()) if start + partition_bytes < size else size
-            out.append((start, stop))
-            start = stop
+        start = _header(path)[1] if fmt == "csv" else 0  # the header is read with every partition
+        f.seek(start)
+        if fmt == "jsonl":
+            while start < size:
+                f.seek(min(size, start + partition_bytes))
+                f.readline()  # to the end of the line the cut falls in
+                stop = min(size, f.tell()) if start + partition_bytes < size else size
+                out.append((start, stop))
+                start = stop
+            return out
+        pos, quoted = start, False
+        for line in f:
+            pos += len(line)
+            quoted ^= line.count(b'"') % 2 == 1
+            if not quoted and pos - start >= partition_bytes:
+                out.append((start, pos))
+                start = pos
+        if start < size:
+            out.append((start, size))
     return out
 
 
-def read(part: Partition, id_column: str) -> tuple[list[Any], list[dict]]:
-    """One partition's ids and rows (each row's other columns: the request's JSON body). A JSONL
-    line that is not a JSON object keeps its place as a row that is refused (`bad_row`)."""
+def _header(path: Path) -> tuple[list[str], int]:
+    """A CSV file's header (its first record) and its length in bytes."""
+    with open(path, "rb") as f:
+        data, quoted = b"", False
+        for line in f:
+            data += line
+            quoted ^= line.count(b'"') % 2 == 1
+            if not quoted:
+                break
+    try:
+        text = data.decode("utf-8-sig")
+        header = next(csv.reader([text]), [])
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise ScoringError(f"{path}: unreadable csv header: {_line(err)}") from None
+    return header, len(data)
+
+
+def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], list[str]]:
+    """The sha256 of each file and of each partition's own bytes (a CSV partition's with its
+    header; a Parquet row group's: its file's), streamed in one read of each file: a job is keyed
+    by content, so an edit that keeps a file's size is seen, and only its partitions go stale."""
+    import hashlib
+
+    by_file: dict[str, str] = {}
+    by_part: dict[int, str] = {}
+    for path in files:
+        whole = hashlib.sha256()
+        mine = [p for p in parts if p.path == str(path)]
+        with open(path, "rb") as f:
+            header = b""
+            if mine and mine[0].fmt == "csv":
+                header = f.read(mine[0].start)
+                whole.update(header)
+            for part in mine if mine and mine[0].fmt != "parquet" else []:
+                h = hashlib.sha256(header)
+                left = part.stop - part.start
+                while left > 0 and (block := f.read(min(left, 1 << 20))):
+                    whole.update(block)
+                    h.update(block)
+                    left -= len(block)
+                by_part[part.index] = h.hexdigest()
+            while block := f.read(1 << 20):
+                whole.update(block)
+        by_file[str(path)] = whole.hexdigest()
+        for part in mine:
+            by_part.setdefault(part.index, by_file[str(path)])
+    return by_file, [by_part[p.index] for p in parts]
+
+
+def unique_paths(files: list[Path]) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The files, each once (`a` and `dir/../a`, or a link to `a`, are one file), and the
+    (dropped, kept) pairs."""
+    seen: dict[Path, Path] = {}
+    kept, dropped = [], []
+    for f in files:
+        real = f.resolve()
+        if real in seen:
+            dropped.append((f, seen[real]))
+        else:
+            seen[real] = f
+            kept.append(f)
+    return kept, dropped
+
+
+def unique_contents(
+    files: list[Path], parts: list[Partition], by_file: dict[str, str], part_digests: list[str]
+) -> tuple[list[Path], list[Partition], list[str], list[tuple[Path, Path]]]:
+    """The files whose bytes an earlier file does not already hold, their partitions renumbered,
+    and the (dropped, kept) pairs."""
+    seen: dict[str, Path] = {}
+    kept, dropped = [], []
+    for f in files:
+        if by_file[str(f)] in seen:
+            dropped.append((f, seen[by_file[str(f)]]))
+        else:
+            seen[by_file[str(f)]] = f
+            kept.append(f)
+    if not dropped:
+        return files, parts, part_digests, []
+    keep = {str(f) for f in kept}
+    pairs = [(p, d) for p, d in zip(parts, part_digests, strict=True) if p.path in keep]
+    renumbered = [replace(p, index=i) for i, (p, _) in enumerate(pairs)]
+    return kept, renumbered, [d for _, d in pairs], dropped
+
+
+def id_type(files: list[Path], id_column: str) -> str:
+    """The job's id type, decided once: "int" when every input is Parquet with an integer id
+    column, else "string" (JSONL and CSV have no schema: `--id-type int` asks for integers)."""
+    kinds = set()
+    for path in files:
+        if input_format(path) != "parquet":
+            return "string"
+        kind = pq.ParquetFile(path).schema_arrow.field(id_column).type
+        kinds.add("int" if pa.types.is_integer(kind) else "string")
+    return "int" if kinds == {"int"} else "string"
+
+
+INT64 = (-(2**63), 2**63 - 1)
+_INT = re.compile(r"[+-]?[0-9]{1,20}")
+
+
+def as_id(value: Any, kind: str) -> tuple[Any, str | None]:
+    """A row's id as the job's id type, or (None, why not)."""
+    if value is None:
+        return None, None
+    if kind == "int":
+        if isinstance(value, str) and _INT.fullmatch(value.strip()):
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and INT64[0] <= value <= INT64[1]:
+            return value, None
+        return None, (
+            f"the id {echo(value)} is not an integer in int64's range "
+            "(--id-type string keeps any id)"
+        )
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None, f"the id {echo(value)} is not a string or a number"
+    try:
+        return str(value), None
+    except ValueError:  # an int past Python's 4300-digit str() limit
+        return None, f"the id {echo(value)} is too long"
+
+
+def read(part: Partition, id_column: str, kind: str = "string") -> tuple[list[Any], list[dict]]:
+    """One partition's ids (as the job's id type, `kind`) and rows (each row's other columns: the
+    request's JSON body). A row that cannot be read (not UTF-8, not a JSON object, nested too deep,
+    a CSV record that breaks the format's rules, an id of another type) keeps its place as a row
+    that is refused (`bad_row`, with the reason), with a null id."""
     if part.fmt == "parquet":
         table = pq.ParquetFile(part.path).read_row_group(part.start)
         rows = table.to_pylist()
@@ -173,25 +313,80 @@ def read(part: Partition, id_column: str) -> tuple[list[Any], list[dict]]:
             f.seek(part.start)
             data = f.read(part.stop - part.start)
         if part.fmt == "csv":
-            with open(part.path, newline="") as f:
-                header = next(csv.reader([f.readline()]))
-            rows = [
-                dict(zip(header, r, strict=False)) for r in csv.reader(io.StringIO(data.decode()))
-            ]
+            header = _header(Path(part.path))[0]
+            rows = [_csv_row(r, header) for r in _records(data)]
         else:
-            rows = []
-            for line in data.splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as err:
-                    row = {BAD_ROW: f"not JSON: {_line(err)}"}
-                if not isinstance(row, dict):
-                    row = {BAD_ROW: "not a JSON object"}
-                rows.append(row)
-    ids = [r.pop(id_column, None) for r in rows]
+            rows = [r for line in _lines(data, bom=part.start == 0) if (r := _json_row(line))]
+    ids = []
+    for i, row in enumerate(rows):
+        rid, why = as_id(row.pop(id_column, None), kind)
+        if why is not None and BAD_ROW not in row:
+            rows[i] = {BAD_ROW: why}
+        ids.append(rid)
     return ids, rows
+
+
+def _lines(data: bytes, bom: bool = False) -> list[bytes]:
+    """JSON Lines: a line ends at LF only (a CR is JSON whitespace, inside an object or before the
+    LF); a UTF-8 byte-order mark at the file's start is not part of the first line."""
+    if bom and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    return data.split(b"\n")
+
+
+_JSON_SPACE = b" \t\r\n"
+
+
+def _json_row(line: bytes) -> dict | None:
+    """One JSONL line → its object, a BAD_ROW row, or None for a blank line."""
+    if not line.strip(_JSON_SPACE):
+        return None
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return {BAD_ROW: f"not UTF-8 (byte {err.start} of the line)"}
+    except RecursionError:
+        return {BAD_ROW: "not read: nested too deep"}
+    except ValueError as err:
+        return {BAD_ROW: f"not JSON: {_line(err)}"}
+    if not isinstance(row, dict):
+        return {BAD_ROW: "not a JSON object"}
+    return row
+
+
+def _records(data: bytes) -> list[bytes]:
+    """CSV records (RFC 4180): a record ends at a line break outside quotes (LF or CRLF); blank
+    lines are none. A quote left open at the end is one last record (refused by `_csv_row`)."""
+    out, record, quoted = [], b"", False
+    for line in data.split(b"\n"):
+        record = line if not record else record + b"\n" + line
+        quoted ^= line.count(b'"') % 2 == 1
+        if not quoted:
+            if record.strip(b"\r"):
+                out.append(record)
+            record = b""
+    if record.strip(b"\r\n"):
+        out.append(record)
+    return out
+
+
+def _csv_row(record: bytes, header: list[str]) -> dict:
+    try:
+        text = record.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return {BAD_ROW: f"not UTF-8 (byte {err.start} of the record)"}
+    if text.count('"') % 2:
+        return {BAD_ROW: "a quoted cell is never closed"}
+    try:
+        [cells] = list(csv.reader([text + "\n" if not text.endswith("\r") else text + "\n"]))
+    except csv.Error as err:
+        why = "a line break (CR) in an unquoted cell" if "new-line" in str(err) else _line(err)
+        return {BAD_ROW: f"not CSV: {why}; quote the cell"}
+    except ValueError:
+        return {BAD_ROW: "not CSV"}
+    if len(cells) != len(header):
+        return {BAD_ROW: f"{len(cells)} cells where the header has {len(header)}"}
+    return dict(zip(header, cells, strict=True))
 
 
 BAD_ROW = "\x00bad_row"

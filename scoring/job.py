@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scoring.errors import ScoringError
+from scoring.errors import JobFailed, ScoringError
 from scoring.inputs import BAD_ROW, Partition
 from scoring.model import ModelRef
 from scoring.outputs import Output, open_output
@@ -25,7 +26,7 @@ class Scorer:
     """One Ray actor: the model loaded once (`ModelService`), then each partition it is handed
     read, answered in batches of the archive's batchSize (handlers/rows.py) and written."""
 
-    def __init__(self, model: dict, id_column: str, output: str):
+    def __init__(self, model: dict, id_column: str, output: str, id_type: str = "string"):
         from handlers.rows import answer_rows, batch_size
         from handlers.service import ModelService, serving_config
         from tools import registry
@@ -35,6 +36,7 @@ class Scorer:
         self.service = ModelService.from_dir(self.model.model_dir, config=config)
         self.batch_size = batch_size(self.model.config_dir)
         self.id_column = id_column
+        self.id_type = id_type
         self.output = open_output(output)
         [self.example] = answer_rows(self.service, [registry.get(self.model.name).example()], 1)
         """The model's own example answer: its fields are the output's columns (scoring/columns.py)."""
@@ -51,6 +53,19 @@ class Scorer:
         return out
 
     def score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
+        """Score one partition; what fails here other than a row is the job's failure, said as
+        one line naming the partition and the cause (`JobFailed`, unwrapped by `run`)."""
+        try:
+            return self._score(part)
+        except Exception as err:
+            where = (
+                f"{Path(part.path).name} row group {part.start}"
+                if part.fmt == "parquet"
+                else f"{Path(part.path).name} bytes {part.start}-{part.stop}"
+            )
+            raise JobFailed(f"{part.name} ({where}): {_describe(err)}") from None
+
+    def _score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
         import pyarrow as pa
 
         from handlers.rows import answer_rows
@@ -60,8 +75,8 @@ class Scorer:
         if self.output.exists(part.name):  # written by an earlier try: never scored twice
             done, kinds = _done(self.output, part.name)
             return done, kinds, True
-        ids, rows = read(part, self.id_column)
-        id_type = _id_type(ids)
+        ids, rows = read(part, self.id_column, self.id_type)
+        id_type = pa.int64() if self.id_type == "int" else pa.string()  # the job's, decided once
         schema = answer_schema(self.example, pa.field(self.id_column, id_type))
         answers = _answers(self.service, rows, self.batch_size, ids, answer_rows)
         if not self.output.write_part(part.name, to_table(ids, answers, schema)):
@@ -69,6 +84,40 @@ class Scorer:
             return done, kinds, True
         kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
         return len(ids), dict(kinds), False
+
+
+def _describe(err: BaseException) -> str:
+    """One line for a failure: its message, with its type's name unless it is one of ours."""
+    from handlers.rows import StillRefused
+
+    first = (str(err).strip().splitlines() or [""])[0]
+    if isinstance(err, ScoringError | JobFailed | StillRefused):
+        return first
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+def _cause(err: BaseException) -> str:
+    """The one line a failure that came through Ray says: the JobFailed a Scorer raised (Ray
+    wraps it, in RayTaskError and Ray Data's UserCodeException), else the engine's failure by
+    its kind only (Ray's own text names pids and actor ids)."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    last = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, JobFailed):
+            return str(e)
+        said = re.search(r"JobFailed: ([^\n]+)", str(e))  # Ray Data keeps it as text only
+        if said:
+            return said.group(1).strip()
+        last = e
+        e = getattr(e, "cause", None) or e.__cause__ or e.__context__
+    if type(last).__module__.split(".")[0] == "ray":
+        return (
+            f"the Ray engine failed ({type(last).__name__.removeprefix('Ray')}); "
+            "Ray's session logs have the details"
+        )
+    return _describe(last)
 
 
 def _answers(service, rows: list[dict], batch_size: int, ids: list, answer_rows) -> list[dict]:
@@ -81,15 +130,6 @@ def _answers(service, rows: list[dict], batch_size: int, ids: list, answer_rows)
     for i, a in zip(good, answered, strict=True):
         answers[i] = a
     return answers
-
-
-def _id_type(ids: list):
-    import pyarrow as pa
-
-    kind = pa.array(ids).type
-    if pa.types.is_null(kind):
-        return pa.string()
-    return pa.int64() if pa.types.is_integer(kind) else kind
 
 
 def _item(value: Any) -> Any:
@@ -125,23 +165,69 @@ class Report:
         )
 
 
-def prepare_output(output: Path | str | Output, plan_doc: dict) -> None:
+def prepare_output(output: Path | str | Output, plan_doc: dict) -> str | None:
     """The output folder (or S3 prefix) holds this job's partitions only: a re-run of the same job
-    resumes, another job's folder is refused. Leftover temp files and the report of an earlier run
-    go."""
+    resumes, another job's folder is refused. An input is known by its content (sha256), not its
+    path or size: when an input changed since (same model, id column and input paths), the parts
+    of its partitions are stale, so they go and are scored afresh (returned: a line saying so).
+    Leftover temp files and the report of an earlier run go."""
     out = open_output(output)
     out.prepare()
     plan = out.read_json(PLAN_FILE)
-    if plan is not None:
-        if plan != plan_doc:
+    note = None
+    if plan is not None and plan != plan_doc:
+        stale = _stale_parts(plan, plan_doc)
+        if stale is None:
             raise ScoringError(
-                f"{out}: holds the output of another job (model, inputs or id column differ); "
-                "choose a new --output"
+                f"{out}: holds the output of another job (model, inputs, id column or partitions "
+                "differ); choose a new --output"
             )
-    elif out.names():
+        for name in sorted(stale & out.names()):
+            out.remove(name)
+        changed = sorted(_changed_inputs(plan, plan_doc))
+        note = (
+            f"{len(changed)} input(s) changed since {out} was written ({', '.join(changed[:3])}"
+            f"{', ...' if len(changed) > 3 else ''}): {len(stale)} partition(s) scored afresh"
+        )
+    elif plan is None and out.names():
         raise ScoringError(f"{out}: holds Parquet parts of an unknown job; choose a new --output")
     out.remove(REPORT_FILE)  # only a finished run has a report
     out.write_json(PLAN_FILE, plan_doc)
+    return note
+
+
+def _job_key(plan: dict) -> tuple:
+    """What makes a job another one, whatever its inputs hold: the model, the id column (and its
+    type), and which inputs, in order."""
+    paths = [i.get("path") if isinstance(i, dict) else i for i in plan.get("inputs", [])]
+    return (plan.get("model"), plan.get("sha256"), plan.get("id"), plan.get("id_type"), paths)
+
+
+def _changed_inputs(old: dict, new: dict) -> set[str]:
+    was = {i.get("path"): i.get("sha256") for i in old.get("inputs", []) if isinstance(i, dict)}
+    return {i["path"] for i in new.get("inputs", []) if was.get(i["path"]) != i["sha256"]}
+
+
+def _stale_parts(old: dict, new: dict) -> set[str] | None:
+    """The parts of `old` that `new` cannot keep (an input's content changed), or None when `new`
+    is another job (another model or id column, other inputs, or the same inputs cut otherwise)."""
+    if _job_key(old) != _job_key(new):
+        return None
+    changed = _changed_inputs(old, new)
+
+    def cut(plan: dict, path: str) -> list[tuple]:
+        return [(p.get("fmt"), p.get("start"), p.get("stop"))
+                for p in plan.get("partitions", []) if p.get("path") == path]  # fmt: skip
+
+    for path in {i["path"] for i in new["inputs"]} - changed:
+        if cut(old, path) != cut(new, path):
+            return None  # the same bytes cut otherwise: another --partition-mb
+    now = {p["index"]: p for p in new["partitions"]}
+    return {
+        Partition(p["index"], "", "", 0, 0).name
+        for p in old.get("partitions", [])
+        if now.get(p.get("index")) != p
+    }
 
 
 def run(
@@ -153,6 +239,7 @@ def run(
     cpus: int,
     address: str | None = None,
     progress: bool | None = None,
+    id_type: str = "string",
 ) -> Report:
     import ray
     from tqdm import tqdm
@@ -173,7 +260,8 @@ def run(
 
         import ray.data
 
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # our own bar and report say it
+        for name in ("ray", "ray.data"):  # our own bar, report and failure line say it
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
@@ -196,6 +284,7 @@ def run(
                     "model": asdict(model),
                     "id_column": id_column,
                     "output": str(output),
+                    "id_type": id_type,
                 },  # fmt: skip
                 batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=workers),
@@ -206,11 +295,14 @@ def run(
                 disable=None if progress is None else not progress,  # None: quiet off a terminal
             )  # fmt: skip
             with bar:
-                for row in scored.iter_rows():
-                    report.rows += int(row["rows"])
-                    for kind, n in json.loads(row["refused"]).items():
-                        report.refused[kind] = report.refused.get(kind, 0) + n
-                    bar.update(int(row["rows"]))
+                try:
+                    for row in scored.iter_rows():
+                        report.rows += int(row["rows"])
+                        for kind, n in json.loads(row["refused"]).items():
+                            report.refused[kind] = report.refused.get(kind, 0) + n
+                        bar.update(int(row["rows"]))
+                except Exception as err:  # why: one line naming the cause, not Ray's wrappers
+                    raise JobFailed(_cause(err)) from None
     finally:
         if started:
             ray.shutdown()
@@ -239,6 +331,7 @@ def start_ray(address: str | None, cpus: int) -> bool:
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # its C++ warnings: not the user's
     if ray.is_initialized():
         return False
     root = str(Path(__file__).resolve().parent.parent)

@@ -3,8 +3,11 @@ logged model and run at load, with the `handlers` package beside it on sys.path)
 
 It is a thin adapter over the serving lifecycle (handlers/service.py): the staged directory is loaded
 with the archive's model-config.yaml, the DataFrame's rows are cut into batches of the archive's
-`batchSize` as TorchServe forms them (handlers/rows.py, shared with the batch scoring engine), and each batch runs through `ModelService.handle_batch`, limits
-and work budget included, so `predict` returns what TorchServe returns:
+`batchSize` as TorchServe forms them (handlers/rows.py, shared with the batch scoring engine), and
+each batch runs through `ModelService.handle_batch`, limits and work budget included, so `predict`
+returns what TorchServe returns, but for a retryable refusal (503 overloaded: the batch's budget spent
+by its neighbours), which a batch job never keeps as an answer: such rows run again in smaller
+batches (`answer_rows`), and get the answer the server gives them there:
     each row's columns are the request's JSON body (the fields its `/predictions` JSON body has,
     e.g. `text`) → the served JSON answer, or for a refused row its error body
     (`error`, `kind`) with the HTTP `status` it is served with.

@@ -11,6 +11,7 @@ import numpy as np
 from handlers.frequency.lockin import Carried, read_windows, stream_answer, stream_chunk
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.state import StreamState
+from handlers.frequency.stationarity import Stats, update
 from handlers.kits.signal.codec import SignalRequest
 from handlers.kits.signal.predict import Components
 from handlers.kits.signal.windowing import windowed
@@ -76,6 +77,7 @@ class FrequencyEngine:
             frequencies=req.frequencies,
             selectors=req.selectors,
             acc=np.zeros((len(req.selectors), 2), dtype=np.float32),
+            stats=Stats.zero(len(self.settings.frequencies)),
         )
 
     def stream(
@@ -123,6 +125,9 @@ class FrequencyEngine:
             answer, std = stream_answer(iq, hidden, state.h[-1], prep, self.head_weight,
                                         self.head.dropout)  # fmt: skip
             after: Carried = prep[-1]
+            stats = state.stats if state.stats is not None else Stats.zero(len(s.frequencies))
+            req = chunks[i][0]
+            stats = update(stats, req.signal, state.samples_seen, s.sample_rate, s.frequencies)
             new = StreamState(
                 h=np.ascontiguousarray(hn, dtype=np.float32),
                 c=np.ascontiguousarray(cn, dtype=np.float32),
@@ -131,6 +136,7 @@ class FrequencyEngine:
                 samples_seen=after.seen,
                 energy=after.energy,
                 acc=after.acc,
+                stats=stats,
             )
             std = std * s.band_factors("stream", state.samples_seen, std.shape[1])  # calibrated
             results.append((Components(answer.astype(np.float32), std.astype(np.float32)), new))

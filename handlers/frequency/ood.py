@@ -11,8 +11,9 @@ nor on the model: it judges the input, not the answer.
 
 A signal shorter than one period of the lowest frequency (1,000 samples at 1 Hz) is not judged
 (`residual` returns None): over less than a period the served sines fit almost anything (1 and
-3 Hz over 0.1 s are nearly the same curve), so a small residual would mean nothing. A stream
-chunk is judged on its own samples by the same rule.
+3 Hz over 0.1 s are nearly the same curve), so a small residual would mean nothing. A stream is
+judged on everything it has seen, in whole windows (handlers/frequency/stationarity.py, which
+also gives the figures that say whether a signal changes in time).
 """
 
 from __future__ import annotations

@@ -96,6 +96,12 @@ class FrequencyExport:
     ood_threshold: float | None = None
     """Residual (handlers/frequency/ood.py) past which an answer says out_of_distribution: set by
     training on held-out served-family signals. None (an export from before): the flag is null."""
+    nonstationarity_threshold: float | None = None
+    """Nonstationarity (handlers/frequency/stationarity.py) past which an answer says
+    out_of_distribution: set by training on held-out served-family signals of their own seed.
+    None (an export from before): the figure is given, it does not flag."""
+    offset_threshold: float | None = None
+    """Offset share past which an answer says out_of_distribution (set as the one above)."""
     band_scale: BandScale | None = None
     """The factors the exact dropout std is multiplied by before it is served, by mode and by the
     sample's index since the request or stream began: fitted by training on held-out
@@ -114,6 +120,8 @@ class FrequencyExport:
             "step": self.step.to_block(),
             "head": self.head,
             "ood_threshold": self.ood_threshold,
+            "nonstationarity_threshold": self.nonstationarity_threshold,
+            "offset_threshold": self.offset_threshold,
             "band_scale": None if self.band_scale is None else self.band_scale.to_block(),
         }
 
@@ -135,6 +143,10 @@ class FrequencyExport:
             step=ExportGraph.from_block(block, "step", needs_files=True),
             head=text(block.get("head", cls.head), "manifest head"),
             ood_threshold=_fraction(block.get("ood_threshold"), "manifest ood_threshold"),
+            nonstationarity_threshold=_fraction(
+                block.get("nonstationarity_threshold"), "manifest nonstationarity_threshold"
+            ),
+            offset_threshold=_fraction(block.get("offset_threshold"), "manifest offset_threshold"),
             band_scale=BandScale.from_block(block.get("band_scale")),
         )
 
@@ -187,6 +199,14 @@ class FrequencySettings(SignalSettings):
     def ood_threshold(self) -> float | None:
         """Residual past which an answer is out of distribution (None: the flag is null)."""
         return self.export.ood_threshold
+
+    @property
+    def nonstationarity_threshold(self) -> float | None:
+        return self.export.nonstationarity_threshold
+
+    @property
+    def offset_threshold(self) -> float | None:
+        return self.export.offset_threshold
 
     def band_factors(self, mode: str, start: int, n: int) -> np.ndarray:
         """(n,) factors of the served std band (FrequencyExport.band_scale; 1 without one)."""

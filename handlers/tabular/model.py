@@ -1,8 +1,7 @@
-"""The tabular classifier's part of the lifecycle (handlers/service.py): records read and checked
-by the tabular kit (handlers/kits/tabular.py), classified in one runtime call per batch within its
-record budget, with calibrated probabilities, MC-dropout spread from the head (masks drawn once
-at load, so a record's answer does not depend on its batch) and the features it has outside the
-ranges training saw; explained per feature over the served runtime."""
+"""The tabular classifier's part of the lifecycle (handlers/service.py): records checked by the kit,
+classified in one runtime call per batch within its record budget, with calibrated probabilities,
+MC-dropout spread from the head (masks drawn once at load: an answer does not depend on its batch),
+the features outside training's ranges, the distance from its records (kit.distance); explained."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from handlers.codec import Reply
 from handlers.errors import ArchiveError, RequestError
 from handlers.explain import Explanations
 from handlers.kits import tabular as kit
+from handlers.kits.tabular.distance import Distance
 from handlers.manifest import read_manifest
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
@@ -29,9 +29,10 @@ from handlers.uncertainty import MLPHead, classify_with_uncertainty
 class TabularModel:
     reads_parts: ClassVar[bool] = False
 
-    def __init__(self, settings: TabularSettings, runtime: Runtime, head: MLPHead, name: str):
+    def __init__(self, settings: TabularSettings, runtime: Runtime, head: MLPHead,
+                 distance: Distance, name: str):  # fmt: skip
         self.settings, self.runtime, self.head, self.name = settings, runtime, head, name
-        self.export, self.schema = settings.export, settings.export.schema
+        self.export, self.schema, self.distance = settings.export, settings.export.schema, distance
         self.masks = head.masks(settings.mc_samples, settings.seed)
         self.model_info = {"name": name, "version": settings.version}
         self._self_check()
@@ -48,7 +49,8 @@ class TabularModel:
         )  # fmt: skip
         if not (Path(model_dir) / e.head).is_file():
             raise ArchiveError(f"the archive has no {e.head} (the uncertainty head)")
-        return cls(settings, runtime, MLPHead.load(Path(model_dir) / e.head), name)
+        distance = Distance.load(Path(model_dir) / e.distance, e.schema.width, e.ood_threshold)
+        return cls(settings, runtime, MLPHead.load(Path(model_dir) / e.head), distance, name)
 
     def _self_check(self) -> None:
         """A manifest that does not describe its graph (width, classes, head) fails the load."""
@@ -74,9 +76,9 @@ class TabularModel:
         """Checked records → one answer row each."""
         if not rows:
             return []
-        _, features = self._forward(self.schema.encode(rows))
+        _, features = self._forward(x := self.schema.encode(rows))
         u = classify_with_uncertainty(features, self.head, self.masks, self.export.temperature)
-        classes = self.export.classes
+        distances, classes = self.distance(x), self.export.classes
         return [
             {
                 "label": classes[int(np.argmax(p))],
@@ -84,9 +86,10 @@ class TabularModel:
                 "uncertainty": {m: float(getattr(u, m)[i]) for m in UNCERTAINTY}
                 | {"samples": u.samples},
                 "out_of_range": self.schema.out_of_range(row),
+                **self.distance.judge(d),
                 "model": dict(self.model_info),
             }
-            for i, (p, row) in enumerate(zip(u.probabilities, rows, strict=True))
+            for i, (p, row, d) in enumerate(zip(u.probabilities, rows, distances, strict=True))
         ]
 
     def inference(self, parsed: list[kit.Records | RequestError]) -> list[Any]:
@@ -121,8 +124,7 @@ class TabularModel:
         return kit.Attributor(self.schema, scores, s.explain_method, s.explain_samples)
 
     def explain(self, parsed: list[kit.Records | RequestError]) -> list[Any]:
-        """Per feature, each record (handlers/kits/tabular.Attributor) that the explanation
-        budgets admitted (`explain_budgets`, priced before it runs)."""
+        """Per feature (kit.Attributor), each record `explain_budgets` admitted before it ran."""
         return [
             Explanations(tuple(self._explain(x) for x in r.rows), r.many)
             if isinstance(r, kit.Records)

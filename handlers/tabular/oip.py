@@ -11,7 +11,7 @@ import numpy as np
 from handlers import tensors as t
 from handlers.codec import Reply
 from handlers.errors import BadField
-from handlers.kits.tabular import CATEGORY, RECORDS_KEY
+from handlers.kits.tabular import CATEGORY, RECORDS_KEY, distance
 from handlers.tabular.settings import TabularSettings
 
 
@@ -25,7 +25,7 @@ def inputs(settings: TabularSettings) -> tuple[t.Tensor, ...]:
 
 
 def outputs(settings: TabularSettings) -> tuple[t.Tensor, ...]:
-    return t.classification_outputs(settings.export.classes)
+    return (*t.classification_outputs(settings.export.classes), *distance.OUTPUTS)
 
 
 def native(
@@ -45,4 +45,5 @@ def native(
 
 
 def answer(reply: Reply, settings: TabularSettings) -> list[t.Output]:
-    return t.classification_answer(t.answer_rows(reply.body), settings.export.classes)
+    rows = t.answer_rows(reply.body)
+    return [*t.classification_answer(rows, settings.export.classes), *distance.outputs(rows)]

@@ -34,6 +34,10 @@ class TabularExport:
     """Calibration temperature fitted on the validation split: softmax(logits / T)."""
     head: str = "head.npz"
     """The dropout → linear head over `features_name`, sampled for MC-dropout uncertainty."""
+    distance: str = "distance.npz"
+    """The in-distribution score's fit (handlers/kits/tabular/distance.py)."""
+    ood_threshold: float = math.inf
+    """Distance past which an answer is out_of_distribution (training sets it on validation)."""
 
     def to_block(self) -> dict[str, Any]:
         block = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -43,9 +47,10 @@ class TabularExport:
     def from_block(cls, block: dict) -> TabularExport:
         reject_unknown(block, (f.name for f in fields(cls)), "tabular")
         where = "manifest handler block"
-        temperature = block.get("temperature", 1.0)
-        if not isinstance(temperature, int | float) or not 0 < temperature < math.inf:
-            raise ArchiveError(f"manifest temperature must be positive, not {temperature!r}")
+        temperature, threshold = block.get("temperature", 1.0), block.get("ood_threshold")
+        for k, v in (("temperature", temperature), ("ood_threshold", threshold)):
+            if not isinstance(v, int | float) or not 0 < v < math.inf:
+                raise ArchiveError(f"manifest {k} must be positive, not {v!r}")
         return cls(
             **{
                 k: text(require(block, k, where), f"manifest {k}")
@@ -55,6 +60,8 @@ class TabularExport:
             schema=Schema.from_block(require(block, "schema", where)),
             temperature=float(temperature),
             head=text(block.get("head", cls.head), "manifest head"),
+            distance=text(block.get("distance", cls.distance), "manifest distance"),
+            ood_threshold=float(block["ood_threshold"]),
         )
 
 

@@ -183,6 +183,7 @@ def test_sigterm_to_the_entrypoint_stops_the_java_server(pod):
     assert proc.poll() is None
     proc.send_signal(signal.SIGTERM)  # what tini forwards when the kubelet stops the container
     proc.wait(timeout=90)
+    assert proc.returncode == 0, "a drained server's container exits 0, not 128 + SIGTERM"
 
     def group_gone() -> bool:
         try:

@@ -283,7 +283,9 @@ def test_refusals_get_their_own_status_over_both_transports(oip_server):
     assert errors[3]["status"] == "400" and "unknown input 'nope'" in errors[3]["message"]
     assert errors[4]["status"] == "StatusCode.UNAUTHENTICATED"
     assert errors[5]["status"] == "401"
-    assert errors[6]["status"] == "StatusCode.RESOURCE_EXHAUSTED"
+    # The model's own limit (400 too_large): the catalogue's INVALID_ARGUMENT, as on TorchServe's
+    # path; the server's body limit (413) is RESOURCE_EXHAUSTED.
+    assert errors[6]["status"] == "StatusCode.INVALID_ARGUMENT"
     assert json.loads(errors[6]["message"])["kind"] == "too_large"
     assert errors[7]["status"] == "StatusCode.INVALID_ARGUMENT"
     assert json.loads(errors[7]["message"])["kind"] == "bad_field"
@@ -406,6 +408,9 @@ def test_tabular_columns_answer_as_the_in_process_records_to_the_bit(
     assert np.array_equal(got["probabilities"], want)
     for name in ("entropy", "mutual_information", "std"):
         assert np.array_equal(got[name], np.array([r["uncertainty"][name] for r in rows]))
+    assert np.array_equal(got["distance"], np.array([r["distance"] for r in rows]))
+    flags = [r["out_of_distribution"] for r in rows]
+    assert got["out_of_distribution"].tolist() == flags and flags[1]  # three times the radius
     short = [(n, d, a[:1]) if n == "mean area" else (n, d, a) for n, d, a in inputs]
     [refused] = oip_server.run([call("tabular", short, transport, binary)])
     assert refused["error"] is not None and "one element per record" in str(refused["error"])

@@ -2,7 +2,7 @@
 nothing but the stream-signing key (own ports, TMPDIR, token, unpacked archive; each its own copy
 of the key, as each pod mounts the Secret). A stream whose chunks alternate between them answers,
 chunk by chunk, exactly what one server answers throughout, and a replica signing with another key
-refuses the state with FAILED_PRECONDITION (`stale_state`, TorchServe's 409)."""
+refuses the state with ABORTED (`stale_state`, TorchServe's 409: the catalogue's gRPC code)."""
 
 from __future__ import annotations
 
@@ -109,6 +109,6 @@ def test_a_replica_with_another_key_refuses_the_state_as_stale(replicas, oip_ser
     grpc, rest = oip_server.run(
         [chunk_call(signal[CHUNK:], state, "grpc"), chunk_call(signal[CHUNK:], state, "http")]
     )
-    assert grpc["error"]["status"] == "StatusCode.FAILED_PRECONDITION", grpc
+    assert grpc["error"]["status"] == "StatusCode.ABORTED", grpc
     assert json.loads(grpc["error"]["message"])["kind"] == "stale_state"
     assert rest["error"]["status"] == "409", rest

@@ -21,31 +21,34 @@ with another method), every other answer the server's, and the invariants are th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-import subprocess
+import struct
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import psutil
 import pytest
 import requests
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from handlers import registry
+from handlers.errors import KINDS
 from oip.server import ROUTES
 from reliability.bodies import json_scalars, json_values, malformed_bodies
-from reliability.record import fuzz_examples
-from tests.fixtures.oip import OIP_PYTHON, ROOT
+from reliability.record import fuzz_examples, record
+from tests.fixtures.oip import GRPC_SERVICE, in_oip_venv
 from tools import registry as tools_registry
 
 pytestmark = pytest.mark.integration
 
 UNKNOWN_MODEL = "no-such-model"
-SERVICE = "inference.GRPCInferenceService"
+SERVICE = GRPC_SERVICE
 DATATYPES = [
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
     "FP16", "FP32", "FP64", "BF16", "BYTES", "fp32", "NOPE", "",
@@ -75,18 +78,6 @@ VALID = {
 """One valid request per model (the neighbours)."""
 
 
-def in_oip_venv(code: str) -> bytes:
-    done = subprocess.run(
-        [str(OIP_PYTHON), "-c", code],
-        capture_output=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def kserve_routes() -> list[tuple[str, str]]:
     out = in_oip_venv("import json, oip.server as s; print(json.dumps(s.kserve_routes()))")
@@ -94,24 +85,8 @@ def kserve_routes() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def grpc_messages():
-    """The protocol's gRPC service and messages, from KServe's own compiled descriptor (its
-    generated module needs protobuf < 7; the descriptor itself loads into this venv's runtime)."""
-    raw = in_oip_venv(
-        "import sys\n"
-        "from kserve.protocol.grpc import grpc_predict_v2_pb2 as pb\n"
-        "sys.stdout.buffer.write(pb.DESCRIPTOR.serialized_pb)"
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(raw))
-    service = pool.FindServiceByName(SERVICE)
-    return {
-        m.name: (
-            message_factory.GetMessageClass(m.input_type),
-            message_factory.GetMessageClass(m.output_type),
-        )
-        for m in service.methods
-    }
+def grpc_messages(oip_grpc_messages):
+    return oip_grpc_messages
 
 
 def fill(template: str, model: str) -> str:
@@ -457,3 +432,217 @@ def test_every_grpc_rpc_keeps_the_server_and_neighbours(surface, grpc_messages):
 
     run()
     assert {m for m, c in seen if c == "OK"}, seen
+
+
+# The tensors themselves, priced: generated field types, element types, sizes, length prefixes
+# and ids on each route (REST JSON, REST with the binary-data extension, gRPC raw contents), with
+# the cost invariants of TorchServe's surface suite (tests/integration/test_surface.py).
+
+COST_SECONDS = 5
+"""A generated tensor request is answered within this (the largest allowed takes well under)."""
+RSS_BOUND = 256 << 20
+"""The server's RSS may grow by at most this over the run (one refused 87-byte request grew it
+by 1.9 GB when a BYTES element's number was read as a size)."""
+HEALTH_SECONDS = 2
+"""The health route answers within this while the generated requests are answered."""
+TENSOR_MODELS = {"digits": ("image", "BYTES"), "sentiment": ("text", "BYTES"),
+                 "frequency": ("signal", "FP32")}  # fmt: skip
+
+elements = st.one_of(
+    st.text(max_size=30),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([500_000_000, 1 << 31, 2**64, -1]),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.none(),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.lists(st.one_of(st.integers(), st.text(max_size=5)), max_size=3),
+)
+field_values = st.one_of(json_scalars, st.lists(json_scalars, max_size=3), st.just({"a": 1}))
+
+
+def prefixed(items: list[bytes], lie: int | None, cut: int) -> bytes:
+    """BYTES binary data: each element's 4-byte length then its bytes; `lie` replaces the first
+    prefix, `cut` drops bytes from the end."""
+    raw = b"".join(struct.pack("<I", len(b)) + b for b in items)
+    if lie is not None and raw:
+        raw = struct.pack("<I", lie) + raw[4:]
+    return raw[: max(0, len(raw) - cut)]
+
+
+@st.composite
+def tensor_requests(draw):
+    """(route, model, payload): a JSON or binary REST body with its headers, or a gRPC
+    ModelInfer's fields, for one model's own input, its fields and elements drawn."""
+    model = draw(st.sampled_from(sorted(TENSOR_MODELS)))
+    name, datatype = TENSOR_MODELS[model]
+    datatype = draw(st.one_of(st.just(datatype), st.sampled_from(DATATYPES)))
+    n = draw(st.integers(min_value=0, max_value=6))
+    shape = draw(
+        st.one_of(
+            st.just([n]),
+            st.lists(st.integers(min_value=-2, max_value=1 << 40), min_size=1, max_size=3),
+        )
+    )
+    route = draw(st.sampled_from(["json", "binary", "grpc"]))
+    request_id = draw(st.one_of(st.none(), st.text(max_size=12), field_values))
+    if datatype == "BYTES":
+        items = draw(st.lists(st.binary(max_size=40), min_size=n, max_size=n))
+        raw = prefixed(
+            items,
+            draw(st.one_of(st.none(), st.integers(min_value=0, max_value=2**32 - 1))),
+            draw(st.sampled_from([0, 0, 1, 3, 5])),
+        )
+    else:
+        raw = draw(st.binary(max_size=64)) if draw(st.booleans()) else b"\0" * (4 * n)
+    if route == "grpc":
+        return route, model, {"id": str(request_id)[:40], "name": name, "datatype": datatype,
+                              "shape": shape, "raw": raw}  # fmt: skip
+    spec: dict = {
+        "name": draw(st.one_of(st.just(name), field_values)),
+        "datatype": draw(st.one_of(st.just(datatype), field_values)),
+        "shape": draw(st.one_of(st.just(shape), field_values)),
+    }
+    head: dict = {"inputs": [spec]}
+    if request_id is not None:
+        head["id"] = request_id
+    if draw(st.booleans()):
+        head["parameters"] = draw(st.one_of(parameters, field_values))
+    if draw(st.booleans()):
+        head["outputs"] = draw(
+            st.one_of(st.lists(st.fixed_dictionaries({"name": names}), max_size=2), field_values)
+        )
+    if route == "json":
+        spec["data"] = draw(st.lists(elements, max_size=8))
+        return route, model, (json.dumps(head).encode(), {"Content-Type": "application/json"})
+    size = draw(
+        st.one_of(
+            st.just(len(raw)),
+            st.integers(min_value=-5, max_value=1 << 33),
+            field_values,
+        )
+    )
+    spec["parameters"] = {"binary_data_size": size}
+    text = json.dumps(head).encode()
+    length = draw(
+        st.one_of(
+            st.just(str(len(text))),
+            st.integers(min_value=-3, max_value=len(text) + 80).map(str),
+            st.sampled_from(["", "abc", "1e3", "7x", "0x10", "99999999999999999999"]),
+        )
+    )
+    return route, model, (text + raw, {"Inference-Header-Content-Length": length})
+
+
+def catalogue_refusal(status: int, body: object) -> bool:
+    """A refusal as the catalogue writes it: its JSON body names a kind answered with `status`,
+    and says nothing of Python (no exception or class names)."""
+    if not isinstance(body, dict) or set(body) - {"error", "kind", "request_id", "retry_after_s"}:
+        return False
+    entry = KINDS.get(str(body.get("kind")))
+    return (
+        entry is not None
+        and status in entry.statuses
+        and not re.search(r"Error\b|Exception\b|Traceback|struct\.", str(body.get("error")))
+    )
+
+
+def test_tensors_are_priced_before_they_are_read_on_every_route(oip_server, oip_grpc_messages):
+    """Generated tensors on the three routes: each a prediction or the catalogue's refusal
+    (REST: its status and JSON body; gRPC: its code and the JSON as details) within
+    COST_SECONDS, the server's RSS within RSS_BOUND of where it started, its health route
+    answering within HEALTH_SECONDS all along, no traceback of this project's code."""
+    server = oip_server
+    auth = {"Authorization": f"Bearer {server.token}"}
+    process = psutil.Process(server.process.pid)
+    rss_start = process.memory_info().rss
+    request_class, _ = oip_grpc_messages["ModelInfer"]
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc}")
+    infer = channel.unary_unary(f"/{SERVICE}/ModelInfer")
+    md = [("authorization", f"Bearer {server.token}")]
+    health: list[float] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            with contextlib.suppress(requests.RequestException):
+                requests.get(f"{server.url}/v2/health/live", timeout=30)
+            health.append(time.monotonic() - started)
+            time.sleep(0.05)
+
+    seen: Counter = Counter()
+    started_all = time.monotonic()
+
+    @settings(max_examples=max(60, fuzz_examples() // 2), **SETTINGS)
+    @given(drawn=tensor_requests())
+    def run(drawn):
+        route, model, payload = drawn
+        started = time.monotonic()
+        if route == "grpc":
+            message = request_class(
+                model_name=model,
+                id=payload["id"],
+                inputs=[{k: payload[k] for k in ("name", "datatype", "shape")}],
+                raw_input_contents=[payload["raw"]],
+            )
+            try:
+                infer(message.SerializeToString(), metadata=md, timeout=60)
+                code, details = "OK", ""
+            except grpc.RpcError as e:
+                code, details = e.code().name, e.details() or ""
+            seconds = time.monotonic() - started
+            seen[(route, code)] += 1
+            assert code in ("OK", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"), (
+                payload,
+                code,
+                details,
+            )
+            if code != "OK":
+                body = json.loads(details)
+                assert (
+                    body["kind"] in KINDS
+                    and KINDS[body["kind"]].grpc == code
+                    or (code == "RESOURCE_EXHAUSTED" and body["kind"] == "too_large")
+                ), (payload, code, details)
+                assert not re.search(r"Error\b|Exception\b|Traceback|struct\.", body["error"])
+        else:
+            data, headers = payload
+            r = requests.post(
+                f"{server.url}/v2/models/{model}/infer",
+                data=data,
+                headers=auth | headers,
+                timeout=60,
+            )
+            seconds = time.monotonic() - started
+            seen[(route, r.status_code)] += 1
+            assert r.status_code == 200 or 400 <= r.status_code < 500, (data[:300], r.text)
+            if r.status_code != 200:
+                assert catalogue_refusal(r.status_code, r.json()), (data[:300], headers, r.text)
+        assert seconds < COST_SECONDS, f"{route} {model}: answered after {seconds:.1f} s"
+        grown = process.memory_info().rss - rss_start
+        assert grown < RSS_BOUND, f"{route} {model}: the server grew by {grown >> 20} MB"
+        assert max(health, default=0) < HEALTH_SECONDS, f"health answered after {max(health)} s"
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    held = False
+    try:
+        run()
+        held = True
+    finally:
+        stop.set()
+        watcher.join(60)
+        channel.close()
+        record(
+            "surface-oip-tensors",
+            invariants_held=held,
+            inputs=sum(seen.values()),
+            statuses={f"{r}: {s}": n for (r, s), n in sorted(seen.items(), key=str)},
+            health_max_s=round(max(health, default=0), 3),
+            seconds=round(time.monotonic() - started_all, 1),
+        )
+    log = server.log.read_text(errors="replace")
+    ours = re.search(r'File "[^"]*/(oip|handlers)/[^"]*"', log)
+    assert ours is None, log[max(0, ours.start() - 2000) : ours.end() + 1000]
+    assert {r for r, _ in seen} == {"json", "binary", "grpc"}, seen  # every route walked

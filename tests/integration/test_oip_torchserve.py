@@ -21,6 +21,7 @@ import requests
 
 from handlers import registry
 from handlers.codec import Reply
+from handlers.errors import KINDS
 from tests.support.oip_client import pack, unpack
 
 pytestmark = pytest.mark.integration
@@ -202,8 +203,8 @@ def test_a_refused_input_gets_the_same_kind_and_reason_from_both(served, oip_ser
     ts_body = json.loads(reply.body)
     assert status == 400, ts_body
     [grpc] = oip_server.run([oip_call(model, inputs, {}, "grpc", "refused-1")])
-    # docs/oip.md's table: too_large is RESOURCE_EXHAUSTED, the other 400s INVALID_ARGUMENT.
-    code = "RESOURCE_EXHAUSTED" if ts_body["kind"] == "too_large" else "INVALID_ARGUMENT"
+    # The catalogue's gRPC code for the kind at 400 (handlers/errors.KINDS): INVALID_ARGUMENT.
+    code = KINDS[ts_body["kind"]].grpc_for(400)
     assert grpc["error"]["status"] == f"StatusCode.{code}", grpc
     oip_body = json.loads(grpc["error"]["message"])
     assert oip_body == ts_body == {**ts_body, "request_id": "refused-1"}

@@ -116,6 +116,8 @@ def test_every_model_scores_its_corpus_with_per_row_errors(request, tmp_path, mo
             assert r["error"]["kind"] == refused[int(r["id"])], r
         else:
             assert r["error"] is None and r["model.name"] == model
+            if model == "tabular":  # the in-distribution score: typed columns of its own
+                assert r["out_of_distribution"] in (True, False) and r["distance"] > 0, r
     report = json.loads((out / "_report.json").read_text())
     assert report["rows"] == len(rows) and report["refused"] == {
         k: list(refused.values()).count(k) for k in set(refused.values())
@@ -378,3 +380,109 @@ def test_a_registered_mlflow_version_scores_as_its_artifacts(
     missing = ["sentiment", "--input", str(src), "--output", str(tmp_path / "o2"),
                "--from", "models:/sentiment/999"]  # fmt: skip
     assert main(missing) == 2
+
+
+def test_rows_within_the_models_limits_are_always_scored(frequency_artifacts, tmp_path, capsys):
+    """Four 20,000-sample signals (the model's own limit) in one batch overrun the batch's work
+    budget (503 overloaded, retry): the job re-batches them, so all four are scored; only the
+    rows' own faults (too long, empty) are error rows."""
+    import math
+
+    signal = [math.sin(i / 7) for i in range(20000)]
+    rows = [{"id": i, "signal": signal} for i in range(4)]
+    rows += [{"id": 4, "signal": [0.5] * 20001}, {"id": 5, "signal": []}]
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    assert main(["frequency", "--input", str(src), "--output", str(out),
+                 "--from", str(frequency_artifacts), "--cpus", "2"]) == 0  # fmt: skip
+    got = {int(r["id"]): r for r in scored(out)}
+    assert [got[i]["error"] for i in range(4)] == [None] * 4
+    assert all(got[i]["model.name"] == "frequency" for i in range(4))
+    assert got[4]["error"]["kind"] == "too_large" and got[5]["error"]["kind"] == "empty_input"
+    assert json.loads((out / "_report.json").read_text())["refused"] == {
+        "too_large": 1, "empty_input": 1
+    }  # fmt: skip
+
+
+def test_an_input_edited_in_place_is_scored_afresh(frequency_artifacts, tmp_path, capsys):
+    """The same command after one signal was edited, the file's size unchanged: that partition is
+    scored again (its old answer was stale); the partition whose bytes did not change is kept."""
+    rows = [{"id": i, "signal": [0.25 * (i + 1)] * 64} for i in range(2)]
+    src = write(rows, tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    argv = ["frequency", "--input", str(src), "--output", str(out),
+            "--from", str(frequency_artifacts), "--partition-mb", "0.0002"]  # fmt: skip
+    assert main(argv) == 0
+    first = {int(r["id"]): r for r in scored(out)}
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) == 2
+    kept = parts[0].stat().st_mtime_ns
+    before = src.read_bytes()
+    after = before.replace(b"0.5", b"0.9")  # row 1's signal: the same size
+    assert after != before and len(after) == len(before)
+    src.write_bytes(after)
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "scored afresh" in capsys.readouterr().err
+    again = {int(r["id"]): r for r in scored(out)}
+    assert again[0] == first[0] and parts[0].stat().st_mtime_ns == kept
+    assert again[1]["components"] != first[1]["components"]
+    report = json.loads((out / "_report.json").read_text())
+    assert report["skipped_partitions"] == 1 and report["rows"] == 2
+
+
+def test_a_rows_own_fault_is_its_error_and_the_output_is_one_dataset(sentiment_artifacts, tmp_path):
+    """Rows that failed whole jobs: nesting 100,000 deep, ids of mixed types and past int64, a raw
+    CR as JSON whitespace, a byte that is not UTF-8 late in a CSV, a bare CR in an unquoted CSV
+    cell. Each is its row's error (or, the CR, no fault), the job goes on, and the folder reads
+    back as one dataset: the id column is one type (string: JSONL and CSV have no schema)."""
+    lines = [json.dumps({"id": i, "text": f"A fine film, scene {i}."}) for i in range(6)]
+    lines[1] = '{"id": "b1",\r"text": "A dull film."}'  # CR: JSON whitespace, not a line break
+    lines[2] = '{"id": 2, "text": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    lines[3] = json.dumps({"id": 2**64, "text": "A moving film."})
+    lines[4] = json.dumps({"id": {"nested": 1}, "text": "A thin film."})
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(line + "\n" for line in lines))
+    records = [f"{100 + i},A bright film take {i}\r\n".encode() for i in range(300)]
+    records[250] = b"350,A caf\xe9 film\r\n"  # past the first 8 KB
+    records[251] = b"351,A slow\rfilm\r\n"
+    records[252] = b'352,"A warm,\r\nquoted ""film"""\r\n'
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"id,text\r\n" + b"".join(records))
+    out = tmp_path / "out"
+    assert main(["sentiment", "--input", str(jsonl), "--input", str(src), "--output", str(out),
+                 "--from", str(sentiment_artifacts), "--partition-mb", "0.004"]) == 0  # fmt: skip
+    table = pq.read_table(out)  # the folder as one dataset
+    assert table.schema.field("id").type == pa.string() and table.num_rows == 6 + 300
+    got = table.to_pylist()
+    assert [r["id"] for r in got[:6]] == ["0", "b1", None, str(2**64), None, "5"]
+    assert [bool(r["error"]) for r in got[:6]] == [False, False, True, False, True, False]
+    assert "nested too deep" in got[2]["error"]["reason"] and got[2]["error"]["status"] == 400
+    assert "not a string or a number" in got[4]["error"]["reason"]
+    csv_rows = got[6:]
+    assert [r["error"]["kind"] for r in csv_rows if r["error"]] == ["bad_row", "bad_row"]
+    assert "UTF-8" in csv_rows[250]["error"]["reason"] and "CR" in csv_rows[251]["error"]["reason"]
+    assert csv_rows[252]["error"] is None and csv_rows[252]["id"] == "352"
+    report = json.loads((out / "_report.json").read_text())
+    assert report["rows"] == 306 and report["refused"] == {"bad_row": 4}
+
+
+def test_a_job_level_failure_is_one_line_naming_its_cause(sentiment_artifacts, tmp_path, capfd):
+    """A Parquet row group whose pages are damaged (its footer intact, so the plan reads it): the
+    job fails with one line naming the file and the cause, no Ray internals."""
+    src = tmp_path / "in.parquet"
+    texts = [f"A fine film, take {i} " * 20 for i in range(50)]
+    pq.write_table(pa.table({"id": list(range(50)), "text": texts}), src, compression="none")
+    data = bytearray(src.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    for i in range(8, len(data) - footer - 8, 7):
+        data[i] = 0xFF
+    src.write_bytes(bytes(data))
+    capfd.readouterr()
+    code = main(["sentiment", "--input", str(src), "--output", str(tmp_path / "out"),
+                 "--from", str(sentiment_artifacts)])  # fmt: skip
+    err = capfd.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("scoring: failed: ") and "in.parquet" in err
+    for internal in ("Ray", "ray::", "pid=", "actor", "Traceback", "MapWorker"):
+        assert internal not in err, err

@@ -247,9 +247,10 @@ def test_explanations_are_refused_before_their_images_are_decoded(digits_artifac
     first, second = service.handle_batch([explain(small), explain(broken)])
     assert first.content_type == "application/json", first
     assert (second.status, second.kind) == (503, "overloaded"), second
-    # ... and once explanations have used their share of the worker, likewise.
+    # ... and once explanations have used their share of a worker that serves predictions, likewise.
     now = service.explain_share.clock()
     service.explain_share.record(now - service.explain_share.window_s, now)
+    service.explain_share.record_predictions(now - service.explain_share.window_s, now)
     [refused] = service.handle_batch([explain(broken)])
     assert (refused.status, refused.kind) == (503, "overloaded")
     assert "share" in refused.reason

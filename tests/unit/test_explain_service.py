@@ -151,6 +151,51 @@ def test_explanations_past_their_share_of_the_worker_are_refused_without_running
     assert [r[0] for r in in_process(service, batch)] == [200, 200] and ran == ["good"]
 
 
+def test_a_lone_client_explaining_back_to_back_is_never_refused(toy_dir, monkeypatch):  # noqa: F811
+    """The share is work-conserving: with no prediction load, explanations run one after another
+    whatever they spent (each takes a simulated second: 24 of them fill the window 2.4 times over),
+    and a lone client's own prediction between them is no load."""
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG | {"explain_share": 0.25})
+    now = [100.0]
+    service.explain_share.clock = lambda: now[0]
+    real = service.model.explainer.explain
+
+    def slow(t, target=None):
+        now[0] += 1.0
+        return real(t, target)
+
+    monkeypatch.setattr(service.model.explainer, "explain", slow)
+    statuses = []
+    for i in range(24):
+        [explained] = in_process(service, [json_request({"text": "good"}, i, **EXPLAIN)])
+        [predicted] = in_process(service, [json_request({"text": "good"}, i)])
+        statuses.append((explained[0], predicted[0]))
+        now[0] += 0.05  # the client's round trip
+    assert statuses == [(200, 200)] * 24
+    assert service.explain_share.spent() > service.explain_share.share * 10
+
+
+def test_under_a_prediction_load_explanations_keep_to_their_share(toy_dir, monkeypatch):  # noqa: F811
+    """While predictions take the worker (here 3 s of the last 10), explanations past their share
+    are refused without running, in batches with or without predictions beside them; once the
+    prediction load has left the window, they run again."""
+    service = ModelService.from_dir(toy_dir, config=SERVE_CONFIG | {"explain_share": 0.25})
+    now = [100.0]
+    service.explain_share.clock = lambda: now[0]
+    service.explain_share.record_predictions(90.0, 93.0)
+    service.explain_share.record(93.0, 96.0)  # 3 s: past the whole 25 % share
+    ran = []
+    real = service.model.explainer.explain
+    monkeypatch.setattr(
+        service.model.explainer, "explain", lambda t, target=None: ran.append(t) or real(t, target)
+    )
+    alone = [json_request({"text": "good"}, 0, **EXPLAIN)]
+    assert [r[0] for r in in_process(service, alone)] == [503] and ran == []
+    now[0] = 103.2  # the predictions have left the window; 2.8 s of explanations have not
+    assert service.explain_share.spent() >= service.explain_share.share * 10
+    assert [r[0] for r in in_process(service, alone)] == [200] and ran == ["good"]
+
+
 def test_the_longest_text_a_prediction_takes_is_explained_within_its_price(toy_dir):  # noqa: F811
     """Priced before it runs, and priced right: a text of as many words as max_text_bytes allows
     costs `explain_passes` x its tokens, within the per-request limit, and its explanation runs

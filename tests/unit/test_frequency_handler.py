@@ -114,8 +114,11 @@ def test_one_shot_answer_schema_and_values(handler, predictor, signal):
     )
     assert status == 200 and headers["content-type"] == JSON and headers[BATCH_SIZE_HEADER] == "1"
     # no state: not a stream
-    assert set(body) == {"sample_rate", "components", "model", "residual", "out_of_distribution"}
+    assert set(body) == {"sample_rate", "components", "model", "residual", "out_of_distribution",
+                         "nonstationarity", "offset"}  # fmt: skip
     assert isinstance(body["residual"], float) and 0 <= body["residual"] <= 1
+    # 1,200 samples: one whole window (the offset), not two (the nonstationarity)
+    assert isinstance(body["offset"], float) and body["nonstationarity"] is None
     assert body["out_of_distribution"] is False  # today's training generator is in the family
     assert body["model"]["name"] == "frequency" and body["model"]["version"]
     assert [c["frequency"] for c in body["components"]] == [3.0, 1.0]
@@ -195,6 +198,8 @@ def test_float32_answer_has_its_layout_in_headers_and_equals_json(handler, signa
     assert STATE_HEADER not in out  # one-shot
     assert out["X-Out-Of-Distribution"] == "false"
     assert float(out["X-Residual"]) == pytest.approx(as_json_body["residual"], rel=1e-5)
+    assert float(out["X-Offset"]) == pytest.approx(as_json_body["offset"], rel=1e-5, abs=1e-9)
+    assert out["X-Nonstationarity"] == "null"
 
 
 def test_float32_stream_carries_its_state_in_headers(handler, signal):
@@ -298,13 +303,19 @@ def test_shorter_than_the_lowest_period_is_not_judged(handler, signal):
     assert out["X-Residual"] == "null" and out["X-Out-Of-Distribution"] == "null"
 
 
-def test_stream_chunks_are_judged_on_their_own_samples(handler, signal):
+def test_streams_are_judged_on_everything_they_have_seen(handler, signal):
     noise = white_noise(1000)
-    start = {"signal": signal[:1000].tolist(), "stream": True, "frequencies": [1]}
+    start = {"signal": signal[:500].tolist(), "stream": True, "frequencies": [1]}
     [(_, a, _)] = run_batch(handler, [as_json(start)])
-    assert a["out_of_distribution"] is False and isinstance(a["residual"], float)
-    [(_, b, _)] = run_batch(handler, [as_json({"signal": noise.tolist(), "state": a["state"]})])
-    assert b["out_of_distribution"] is True and b["samples_seen"] == 2000
-    [(_, c, _)] = run_batch(handler, [as_json({"signal": [0.1] * 10, "state": b["state"]})])
-    assert c["residual"] is None and c["out_of_distribution"] is None  # 10 samples: not judged
-    assert len(c["state"]) == len(a["state"])  # the state token is unchanged in size
+    assert a["out_of_distribution"] is None and a["residual"] is None  # under a window
+    more = {"signal": signal[500:1000].tolist(), "state": a["state"]}
+    [(_, b, _)] = run_batch(handler, [as_json(more)])
+    assert b["out_of_distribution"] is False and isinstance(b["residual"], float)
+    assert b["samples_seen"] == 1000 and b["nonstationarity"] is None  # one window of two
+    [(_, c, _)] = run_batch(handler, [as_json({"signal": noise.tolist(), "state": b["state"]})])
+    assert c["out_of_distribution"] is True and c["samples_seen"] == 2000
+    assert c["nonstationarity"] > 0.1  # the components went away
+    [(_, d, _)] = run_batch(handler, [as_json({"signal": [0.1] * 10, "state": c["state"]})])
+    assert d["out_of_distribution"] is True  # 10 samples more: still the stream's judgement
+    assert d["residual"] == c["residual"] and d["nonstationarity"] == c["nonstationarity"]
+    assert len(d["state"]) == len(a["state"])  # the state token is unchanged in size

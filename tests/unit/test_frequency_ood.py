@@ -109,6 +109,28 @@ def test_float32_answer_headers_decode_to_the_json_fields():
         assert body["out_of_distribution"] is flag and body["residual"] == res
 
 
+def test_the_judgement_figures_reach_every_answer_form():
+    """JSON, the float32 headers and the OIP outputs carry the same figures (None: absent)."""
+    from handlers.codec import Reply
+    from handlers.frequency import codec, oip
+
+    sig = np.zeros((1, 3), np.float32)
+    figures = (True, 0.25, 0.125, 0.0625)  # flag, residual, nonstationarity, offset
+    data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, *figures)
+    assert headers["X-Nonstationarity"] == "0.125" and headers["X-Offset"] == "0.0625"
+    got = codec.decode_answer(data, headers)
+    assert (got.out_of_distribution, got.residual, got.nonstationarity, got.offset) == figures
+    body = codec.answer_json((1.0,), sig, sig, 1000, {}, None, None, *figures)
+    assert (body["nonstationarity"], body["offset"]) == (0.125, 0.0625)
+    outputs = {o.name: o for o in oip.answer(Reply(data, codec.FLOAT32, headers), None)}
+    assert outputs["nonstationarity"].data.tolist() == [0.125]
+    assert outputs["offset"].data.tolist() == [0.0625]
+    data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, None, None)
+    assert headers["X-Nonstationarity"] == "null" == headers["X-Offset"]
+    outputs = {o.name: o for o in oip.answer(Reply(data, codec.FLOAT32, headers), None)}
+    assert "nonstationarity" not in outputs and "offset" not in outputs
+
+
 def test_manifest_threshold_is_checked_and_may_be_absent():
     from handlers.errors import ArchiveError
     from handlers.frequency.settings import FrequencyExport

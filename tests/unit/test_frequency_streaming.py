@@ -229,3 +229,31 @@ def test_std_band_is_the_exact_dropout_std_of_the_iq_head():
     want = np.sqrt(np.tensordot(prob, (samples - mean) ** 2, axes=1))
     got = band(band_terms(states, weight, p), sin, cos, block)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
+def test_state_carries_the_judged_sums_and_checks_them():
+    from handlers.frequency.stationarity import Stats, of_signal
+
+    x = np.random.default_rng(7).normal(size=2500)
+    sums = of_signal(x, 1000, SERVED)
+    full = StreamState(state().h, state().c, (7.0, 3.0), (3, 1), 2500, float(x @ x), None, sums)
+    checked = StateCodec(KEY, "v1", layers=2, hidden=4, num_frequencies=4, window=1000)
+    back = checked.decode(checked.encode(full), SERVED)
+    np.testing.assert_array_equal(back.stats.to_array(), sums.to_array())
+    # signed, but its sums disagree with its sample count (2 windows, not 3): refused
+    wrong = StreamState(full.h, full.c, full.frequencies, full.selectors, 3500, 1.0, None, sums)
+    with pytest.raises(BadState, match="judged sums"):
+        checked.decode(checked.encode(wrong), SERVED)
+    bad = Stats.from_array(np.where(np.arange(31) == 1, -1.0, sums.to_array()), 4)  # energy < 0
+    forged = StreamState(full.h, full.c, full.frequencies, full.selectors, 2500, 1.0, None, bad)
+    with pytest.raises(BadState, match="judged sums"):
+        checked.decode(checked.encode(forged), SERVED)
+
+
+def test_a_state_of_the_earlier_format_is_stale_not_foreign():
+    token = codec().encode(state())
+    raw = bytearray(base64.urlsafe_b64decode(token))
+    raw[:4] = b"FQS2"  # the format before the judged sums
+    with pytest.raises(StaleState) as e:
+        codec().decode(base64.urlsafe_b64encode(bytes(raw)).decode(), SERVED)
+    assert e.value.status == 409 and "restart the stream" in e.value.reason

@@ -12,10 +12,17 @@ from tools.registry import names
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _make_n(artifacts: Path, ci: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "CI")}
+    if ci:
+        env["CI"] = "true"
+    return subprocess.run(["make", "-n", "test", f"ARTIFACTS={artifacts}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+
+
 def _dry_run(artifacts: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
-    done = subprocess.run(["make", "-n", "test", f"ARTIFACTS={artifacts}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = _make_n(artifacts)
+    assert done.returncode == 0, done.stderr
     return done.stdout
 
 
@@ -47,3 +54,17 @@ def test_make_test_says_it_skips_the_check_while_a_model_is_untrained(tmp_path):
     out = _dry_run(tmp_path)
     assert "deploy.check_served" not in out
     assert "check-served: artifacts/ does not hold every model" in out
+
+
+def test_under_ci_make_test_fails_rather_than_skip_the_check_while_a_model_is_untrained(tmp_path):
+    first, *rest = names()
+    (tmp_path / first).mkdir()
+    (tmp_path / first / "manifest.json").write_text("{}")
+    # The line names $(MAKE), so even `make -n` runs it: it fails there, naming what is missing.
+    done = _make_n(tmp_path, ci=True)
+    assert done.returncode != 0
+    assert "deploy.check_served" not in done.stdout
+    line = next(x for x in done.stdout.splitlines() if "check-served: artifacts/" in x)
+    assert f"missing: {' '.join(rest)}" in line and "under CI=true: failed" in line
+    assert line.rstrip().endswith("exit 1") and "skipped" not in line
+    assert f"missing: {' '.join(rest)}) under CI=true: failed" in done.stderr

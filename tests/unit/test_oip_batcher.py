@@ -88,8 +88,11 @@ def test_a_full_queue_refuses_at_once_with_overloaded():
 
 
 class Item:
+    """A kserve InferInput as the server reads it: JSON `data`, no binary `_raw_data`."""
+
     def __init__(self, name, datatype, shape, data):
         self.name, self.datatype, self.shape, self._data = name, datatype, shape, data
+        self.data, self._raw_data = data, None
 
     def as_numpy(self):
         return np.asarray(self._data, dtype=object if self.datatype == "BYTES" else None).reshape(
@@ -120,7 +123,7 @@ def test_metadata_comes_from_the_models_contract_and_settings(sentiment_contract
         ([Item("text", "BYTES", [1, 1], [[b"x"]])], BadField, "shape [1, 1]"),
         ([], BadField, "missing input 'text'"),
         ([Item("text", "BYTES", [1 << 23], [])], TooLarge, "elements"),
-        ([Item("text", "BYTES", [3], [b"x"])], BadField, "does not hold"),
+        ([Item("text", "BYTES", [3], [b"x"])], BadField, "holds 1 elements; its shape [3]"),
     ],
 )
 def test_bad_tensors_are_refused_with_the_models_error_kinds(

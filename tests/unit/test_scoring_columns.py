@@ -66,7 +66,7 @@ def test_jsonl_partitions_cover_every_line_once(tmp_path):
     path.write_text("".join(json.dumps({"id": i, "text": "x" * (i % 7)}) + "\n" for i in range(50)))
     parts = plan([path], "id", partition_bytes=100)
     assert len(parts) > 5
-    ids = [i for p in parts for i in read(p, "id")[0]]
+    ids = [i for p in parts for i in read(p, "id", "int")[0]]
     assert ids == list(range(50))
 
 
@@ -83,7 +83,7 @@ def test_a_bad_jsonl_line_keeps_its_place_as_a_refused_row(tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text('{"id": 1, "text": "a"}\nnot json\n[1]\n')
     [part] = plan([path], "id")
-    ids, rows = read(part, "id")
+    ids, rows = read(part, "id", "int")
     assert len(ids) == 3 and ids[0] == 1
     assert "text" in rows[0] and "text" not in rows[1] and "text" not in rows[2]
 
@@ -139,3 +139,38 @@ def test_an_output_folder_of_another_job_is_refused(tmp_path):
     prepare_output(tmp_path / "o", {"model": "sentiment", "inputs": ["a"]})  # the same job resumes
     with pytest.raises(ScoringError, match="another job"):
         prepare_output(tmp_path / "o", {"model": "sentiment", "inputs": ["b"]})
+
+
+def test_an_input_given_twice_is_scored_once_and_said_in_one_line(tmp_path, capsys):
+    """The same file by two names, and a copy of its bytes: one input, and one line saying so
+    (the job then stops here at the missing model source, before anything is loaded)."""
+    (tmp_path / "dir").mkdir()
+    a = tmp_path / "a.jsonl"
+    a.write_text('{"id": 1, "text": "a"}\n')
+    (tmp_path / "b.jsonl").write_bytes(a.read_bytes())
+    args = ["sentiment", "--input", str(a), "--input", str(tmp_path / "dir" / ".." / "a.jsonl"),
+            "--input", str(tmp_path / "b.jsonl"), "--output", str(tmp_path / "o"),
+            "--from", str(tmp_path / "none.mar")]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "no such archive" in err[1]
+    assert err[0].startswith("scoring: 2 duplicate input(s) scored once")
+    assert "the same file as" in err[0] and "the same bytes as" in err[0]
+
+
+def test_duplicate_inputs_leave_one_partition_each(tmp_path):
+    from scoring.inputs import digests, unique_contents, unique_paths
+
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(9)))
+    c = tmp_path / "c.jsonl"
+    c.write_text('{"id": 99}\n')
+    (tmp_path / "b.jsonl").write_bytes(a.read_bytes())
+    files, same = unique_paths([a, tmp_path / "." / "a.jsonl", tmp_path / "b.jsonl", c])
+    assert len(files) == 3 and len(same) == 1
+    parts = plan(files, "id", partition_bytes=40)
+    by_file, by_part = digests(files, parts)
+    kept, parts, by_part, same = unique_contents(files, parts, by_file, by_part)
+    assert kept == [a, c] and [p.index for p in parts] == list(range(len(parts)))
+    assert [i for p in parts for i in read(p, "id", "int")[0]] == [*range(9), 99]
+    assert len(by_part) == len(parts)

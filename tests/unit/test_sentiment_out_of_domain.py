@@ -38,6 +38,27 @@ ERROR_CEILING = 0.95
 0.95 or more on a plain review is the confidently wrong behaviour this test is here to catch."""
 
 
+def int8_missing(artifacts: Path, flags: set[str] | None = None) -> str | None:
+    """Why a missing int8 export fails the int8 leg; None: it skips, which it may only where this
+    CPU class builds none (no int8 dot products: `runtime: auto` serves fp32 there, so no int8
+    answer exists to judge) and training recorded so. On a CPU that builds one (its gate refused
+    it, or it was lost), and under CI (CI=true) without training's record of why none was built,
+    the leg fails with the reason. `flags`: the CPU's (default: this machine's)."""
+    import json
+    import os
+
+    from training.sentiment.config import DEFAULT
+    from training.sentiment.quantize import int8_skipped_because
+
+    int8 = json.loads((artifacts / "manifest.json").read_text()).get("metrics", {}).get("int8", {})
+    refused = "; ".join(int8.get("refused_because") or []) or "no reason recorded"
+    if int8_skipped_because(DEFAULT.int8, flags) is None:
+        return f"this CPU builds an int8 export but {artifacts} has no {INT8_FILE}: {refused}"
+    if os.environ.get("CI", "").lower() == "true" and not int8.get("skipped_because"):
+        return f"CI=true but no {INT8_FILE} in {artifacts}, and training did not record why"
+    return None
+
+
 def out_of_domain_set() -> list[tuple[str, str, str]]:
     """(label, domain, text) rows of the fixture."""
     rows = []
@@ -54,8 +75,38 @@ def full_size_predictor(request) -> SentimentPredictor:
     on CPUs with int8 dot products)."""
     require_full_size(ARTIFACTS)
     if request.param == "onnx-int8" and not (ARTIFACTS / INT8_FILE).is_file():
-        pytest.skip("no int8 export: its gate refused it, or this CPU class builds none")
+        why = int8_missing(ARTIFACTS)
+        if why is not None:
+            pytest.fail(why)
+        pytest.skip("no int8 export: this CPU class builds none (no int8 dot products)")
     return SentimentPredictor.from_dir(ARTIFACTS, {"runtime": request.param, "threads": 1})
+
+
+AVX2 = {"avx2", "fma"}
+VNNI = AVX2 | {"avx512_vnni"}
+
+
+def test_a_missing_int8_export_fails_where_one_should_exist(tmp_path, monkeypatch):
+    import json
+
+    def manifest(int8: dict) -> Path:
+        (tmp_path / "manifest.json").write_text(json.dumps({"metrics": {"int8": int8}}))
+        return tmp_path
+
+    refused = {
+        "written": False,
+        "refused_because": ["IMDB test accuracy 0.8800 is 1.20 points below"],
+    }
+    not_built = {"written": False, "skipped_because": "not built on this CPU: no int8 dot products"}
+    monkeypatch.delenv("CI", raising=False)
+    assert "1.20 points below" in int8_missing(manifest(refused), VNNI)
+    assert int8_missing(manifest({}), VNNI) is not None  # lost: fails
+    assert int8_missing(manifest(not_built), AVX2) is None  # nothing to judge: skips
+    assert int8_missing(manifest({}), AVX2) is None
+    monkeypatch.setenv("CI", "true")
+    assert "did not record why" in int8_missing(manifest({}), AVX2)
+    assert int8_missing(manifest(not_built), AVX2) is None
+    assert int8_missing(manifest(refused), VNNI) is not None
 
 
 def test_fixture_is_balanced_over_labels_and_domains():

@@ -45,7 +45,7 @@ def test_training_writes_the_feature_schema_into_the_manifest(tabular_artifacts)
     assert all(f["type"] == "number" and f["required"] for f in schema["features"])
     assert all(f["low"] <= f["mean"] <= f["high"] for f in schema["features"])
     assert set(example()) == {f["name"] for f in schema["features"]}
-    assert set(manifest["files"]) == {"model.pt", "model.onnx", "head.npz"}
+    assert set(manifest["files"]) == {"model.pt", "model.onnx", "head.npz", "distance.npz"}
     metrics = json.loads((tabular_artifacts / "metrics.json").read_text())
     assert {"ece_before", "ece_after"} <= set(metrics["test"])
     assert metrics["quality_floors"] == {}  # tiny: its floor is off
@@ -103,7 +103,8 @@ def test_records_far_outside_the_training_ranges_are_more_uncertain(tabular_defa
 def test_one_record_many_and_csv_answer_alike(service):
     record = example()
     one = ask(service, record)
-    assert set(one) == {"label", "probabilities", "uncertainty", "out_of_range", "model"}
+    assert set(one) == {"label", "probabilities", "uncertainty", "out_of_range", "distance",
+                        "out_of_distribution", "model"}  # fmt: skip
     assert one["label"] in ("malignant", "benign") and one["model"]["name"] == "tabular"
     assert sum(one["probabilities"].values()) == pytest.approx(1.0)
     many = ask(service, {"records": [record, record]})

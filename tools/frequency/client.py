@@ -49,6 +49,8 @@ class Extraction(SignalAnswer):
             ],
             "model_version": self.model_version,
             "residual": self.residual,
+            "nonstationarity": self.nonstationarity,
+            "offset": self.offset,
             "out_of_distribution": self.out_of_distribution,
         }
         if self.samples_seen is not None:

@@ -54,11 +54,14 @@ def write_manifest(
     metrics: dict,
     parity: dict,
     version: str | None = None,
+    predictions: dict | None = None,
 ) -> dict:
     """Hash every file the archive needs and write out_dir/manifest.json.
 
     serve_files: paths relative to out_dir that the .mar must carry (exports, tokenizer, head).
     handler: the settings the handler parses at load (input/output names, limits, label map...).
+    predictions: the per-item held-out predictions' block (training/common/heldout.py
+    write_predictions), which `make check-served` compares the served answers with.
     """
     out = Path(out_dir)
     files = {}
@@ -80,5 +83,7 @@ def write_manifest(
         "metrics": metrics,
         "parity": parity,
     }
+    if predictions is not None:
+        manifest["predictions"] = predictions
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest

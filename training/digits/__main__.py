@@ -25,6 +25,7 @@ from training.common.calibration import (
 )
 from training.common.entry import train_and_report
 from training.common.floors import QualityError, check_floors
+from training.common.heldout import FP32, classified, write_predictions
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.plots import reliability_diagram
@@ -267,9 +268,15 @@ def run(
             "held_out_kinds": evaluation["uncertainty"]["outlier_exposure"]["held_out_kinds"],
         },
     }
-    manifest = write_manifest(
-        out, "digits", list(FILES), export.to_block(), summary, parity["max_abs_diff"]
+    test = splits["test"]  # what check-served asks: training's per-item predictions for it
+    items = classified(arrays["test"][0], export.classes, [export.classes[i] for i in test.labels])
+    predictions = write_predictions(
+        out, "digits", "test", "the eager model, calibrated", {FP32: {"items": items}}
     )
+    manifest = write_manifest(
+        out, "digits", list(FILES), export.to_block(), summary, parity["max_abs_diff"],
+        predictions=predictions,
+    )  # fmt: skip
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())
     return manifest

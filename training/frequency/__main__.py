@@ -16,6 +16,7 @@ from pathlib import Path
 from handlers.frequency.settings import BandScale, ExportGraph, FrequencyExport
 from training.common.entry import train_and_report
 from training.common.floors import check_floors
+from training.common.heldout import FP32, write_predictions
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.tracking import TrainingRun
@@ -36,7 +37,7 @@ from training.frequency.model import (
     STEP_INPUTS,
     STEP_OUTPUTS,
 )
-from training.frequency.ood import ood_threshold
+from training.frequency.ood import ood_threshold, stationarity_thresholds
 from training.frequency.plots import plot_components
 from training.frequency.quality import MODES, band_figures, calibrate, figures, quality
 
@@ -45,6 +46,7 @@ HEAD_FILE = "head.npz"
 
 def handler_settings(cfg: TrainConfig, band_scale: BandScale | None = None) -> FrequencyExport:
     """What the handler must know about the export (the manifest's handler block, read at load)."""
+    nonstationarity, offset = stationarity_thresholds(cfg)
     return FrequencyExport(
         window=cfg.window,
         block=cfg.block,
@@ -56,6 +58,8 @@ def handler_settings(cfg: TrainConfig, band_scale: BandScale | None = None) -> F
         step=ExportGraph(tuple(STEP_INPUTS), tuple(STEP_OUTPUTS), STEP_FILES),
         head=HEAD_FILE,
         ood_threshold=ood_threshold(cfg),
+        nonstationarity_threshold=nonstationarity,
+        offset_threshold=offset,
         band_scale=band_scale,
     )
 
@@ -99,7 +103,8 @@ def run(
     # before anything is exported (no manifest, nothing registered).
     # The band's factors are fitted on signals of their own seed, then held on the test signals.
     band_scale = calibrate(model, cfg)
-    test_quality = quality(model, cfg, band_scale=band_scale)
+    per_item: list[dict] = []
+    test_quality = quality(model, cfg, band_scale=band_scale, items=per_item)
     floors = check_floors(
         "frequency", figures(test_quality) | band_figures(test_quality), cfg.floors,
         "held-out served-family signals (training/frequency/quality.py); train other seeds: "
@@ -145,7 +150,11 @@ def run(
         handler_settings(cfg, band_scale).to_block(),
         summary,
         parity_summary,
-    )
+        predictions=write_predictions(
+            out, "frequency", f"test (seed {cfg.test_seed}, {len(per_item)} served-family signals)",
+            "the eager model, windows mode, as a one-shot request answers", {FP32: {"items": per_item}},
+        ),
+    )  # fmt: skip
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())
     return manifest

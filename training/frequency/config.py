@@ -100,6 +100,17 @@ class TrainConfig:
     ood_quantile: float = 0.99
     """The threshold is this quantile of their residuals, times `ood_margin`."""
     ood_margin: float = 1.1
+    stationarity_seed: int = 6
+    """Seed of the held-out served-family signals (their own selection split: neither train,
+    test, validation, calibration nor the residual's) the nonstationarity and offset thresholds
+    are set on (training/frequency/ood.py, handlers/frequency/stationarity.py); no test uses it."""
+    stationarity_signals: int = 400
+    """How many of them: a third each of 2, 3 and 5 s (the judge reads whole seconds)."""
+    stationarity_min: float = 0.02
+    """The nonstationarity threshold is at least this (the in-family quantile times the margin
+    otherwise): a change under 2 % of a component's energy is not a change worth a flag."""
+    offset_min: float = 0.01
+    """The offset threshold is at least this: an offset under 1 % of the energy is not flagged."""
     calib_seed: int = 4
     """Seed of the held-out served-family signals the band scale is fitted on (neither train,
     test, validation nor ood signals)."""

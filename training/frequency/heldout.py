@@ -19,6 +19,10 @@ from training.common.heldout import HeldOut, Outcome
 SLACK = 0.01
 """A served figure may be this much worse than the report's (the same signals through the export,
 which answers as the eager model within its parity tolerance)."""
+FIGURE_ATOL = 1e-3
+"""A served signal's figure (a component's correlation with its truth, an absent one's RMS
+ratio) may differ from training's per-item figure by this (the exports answer as the eager model
+within their parity tolerance); the figures pooled over the served answers, from the report's."""
 EXAMPLE_MIN_R = 0.95
 """Each component of the documented example (`python -m clients predict frequency --synthetic
 2000`: tools/frequency/samples.synthetic_signal) must correlate with its truth at least this."""
@@ -30,7 +34,7 @@ def served_check(manifest: dict, artifacts: Path) -> HeldOut:
     trained under the floors)."""
     from tools.frequency.samples import synthetic_example
     from training.frequency.config import CONFIGS, TrainConfig
-    from training.frequency.quality import MODES, scores
+    from training.frequency.quality import MODES, per_signal, scores
 
     path = artifacts / "metrics.json"
     config = json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
@@ -75,7 +79,35 @@ def served_check(manifest: dict, artifacts: Path) -> HeldOut:
             out.check(r >= EXAMPLE_MIN_R, f"the documented example, {component['frequency']:g} "
                       f"Hz: correlation {r:.4f} with its truth (at least {EXAMPLE_MIN_R})")  # fmt: skip
 
-    return HeldOut(bodies, judge)
+    def per_item(answers: list[Any], predicted: dict, out: Outcome, where: str) -> None:
+        items = predicted["items"]
+        part = answers[:count]
+        if len(items) != len(part):
+            out.check(False, f"{where}: {len(part)} answers for {len(items)} predicted signals")
+            return
+        served = np.stack([[c["signal"] for c in a["components"]] for a in part]).astype(np.float64)
+        got = per_signal(served, drawn.components)
+        worst, differ = 0.0, []
+        for s, t in zip(got, items, strict=True):
+            for key in ("r", "absent_ratio"):
+                for a, b in zip(s[key], t[key], strict=True):
+                    gap = abs(a - b) if a is not None and b is not None else float(a is not b)
+                    worst = max(worst, gap)
+                    if gap > FIGURE_ATOL and t["id"] not in differ:
+                        differ.append(t["id"])
+        out.check(not differ, f"{where}: each signal's component figures within {FIGURE_ATOL} of "
+                  f"training's on {len(items) - len(differ)}/{len(items)} signals (largest "
+                  f"difference {worst:.2e})" + (f"; differing {differ[:10]}" if differ else ""))  # fmt: skip
+        pooled = scores(served, drawn.components)
+        gaps = {
+            k: abs(pooled[k] - reported[f"windows_{k}"])
+            for k in ("median_r", "p10_r", "absent_ratio")
+        }
+        out.check(max(gaps.values()) <= FIGURE_ATOL, f"{where}: figures from the served answers = "
+                  "the report's (" + ", ".join(f"{k} {pooled[k]:.4f} vs {reported['windows_' + k]:.4f}"
+                  for k in gaps) + f", within {FIGURE_ATOL})")  # fmt: skip
+
+    return HeldOut(bodies, judge, per_item)
 
 
 def _held_out(seed: int, count: int, samples: int):

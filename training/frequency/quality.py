@@ -142,6 +142,27 @@ def scores(out: np.ndarray, truth: np.ndarray) -> dict:
     }
 
 
+def per_signal(out: np.ndarray, truth: np.ndarray) -> list[dict]:
+    """Each signal's figures, per component (`scores` pools them): the correlation of a present
+    component with its truth, the RMS ratio of an absent one (None where the other applies)."""
+    items = []
+    rms = np.sqrt(np.mean(truth.astype(np.float64) ** 2, axis=-1))
+    for k in range(out.shape[0]):
+        present = rms[k] > 0
+        r: list[float | None] = []
+        ratio: list[float | None] = []
+        for i in range(out.shape[1]):
+            o = out[k, i]
+            if present[i]:
+                r.append(float(np.corrcoef(o, truth[k, i])[0, 1]) if o.std() > 0 else 0.0)
+                ratio.append(None)
+            else:
+                r.append(None)
+                ratio.append(float(np.sqrt(np.mean(o**2)) / rms[k][present].mean()))
+        items.append({"id": k, "r": r, "absent_ratio": ratio})
+    return items
+
+
 def coverage(out: np.ndarray, std: np.ndarray, truth: np.ndarray) -> float:
     """Share of samples whose truth lies within the answer +-2 std."""
     return float(np.mean(np.abs(truth - out) <= 2 * std))
@@ -191,9 +212,11 @@ def calibrate(model: FrequencyLSTM, cfg: TrainConfig) -> BandScale:
 
 
 def quality(model: FrequencyLSTM, cfg: TrainConfig, seed: int | None = None,
-            count: int | None = None, band_scale: BandScale | None = None) -> dict:  # fmt: skip
+            count: int | None = None, band_scale: BandScale | None = None,
+            items: list | None = None) -> dict:  # fmt: skip
     """Both modes' figures on held-out served-family signals (`cfg.test_seed` unless given), the
-    band's coverage with the fitted factors (None: the raw dropout std), as served."""
+    band's coverage with the fitted factors (None: the raw dropout std), as served. `items`: gets
+    the windows mode's per-signal figures (`per_signal`), the one-shot answers check-served asks."""
     model = model.eval()
     drawn = held_out(cfg, cfg.test_seed if seed is None else seed, count)
     report: dict = {"signals": int(drawn.mixed.shape[0]), "samples": int(drawn.mixed.shape[1])}
@@ -202,6 +225,8 @@ def quality(model: FrequencyLSTM, cfg: TrainConfig, seed: int | None = None,
         n = out.shape[-1]
         factors = np.ones(n) if band_scale is None else band_scale.factors(mode, 0, n)
         report[mode] = scores(out, drawn.components)
+        if items is not None and mode == "windows":
+            items.extend(per_signal(out, drawn.components))
         report[mode]["band_coverage"] = coverage(out, std * factors, drawn.components)
         report[mode]["band_coverage_raw"] = coverage(out, std, drawn.components)
         # The first half second, where a stream has read least, apart.

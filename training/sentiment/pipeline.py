@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from handlers.sentiment.settings import HEAD_TAIL, SentimentExport
+from handlers.uncertainty import softmax
 from training.common import plots
 from training.common.floors import check_floors, floor_report, staged_export
 from training.common.machine import describe_cpu
@@ -102,6 +105,35 @@ def handler_export(
     )
 
 
+def heldout_predictions(
+    out: Path, test, fp32_logits: np.ndarray, temperature: float, int8: dict | None
+) -> dict:
+    """Training's per-item answers for the reviews check-served asks (heldout.asked): the fp32
+    ONNX file's, as scored for the report, and the gated int8 file's where it was written."""
+    from training.common.heldout import FP32, INT8, classified, write_predictions
+    from training.sentiment.heldout import asked
+    from training.sentiment.quantize import Int8Gate
+
+    rows = asked(test.source)
+    truth = [LABELS[int(test.label[i])] for i in rows]
+
+    def items(logits: np.ndarray) -> list[dict]:
+        return classified(softmax(np.asarray(logits, np.float64), temperature), LABELS, truth)
+
+    runtimes: dict[str, dict] = {FP32: {"items": items(np.asarray(fp32_logits)[rows])}}
+    if int8 is not None:
+        where = {int(r): k for k, r in enumerate(int8["rows"])}
+        allowed = math.ceil(len(rows) * Int8Gate().max_accuracy_drop)
+        runtimes[INT8] = {
+            "items": items(int8["logits"][[where[i] for i in rows]]),
+            "allowed_label_differences": allowed,
+            "why": f"the int8 gate's {Int8Gate().max_accuracy_drop * 100:g}-point allowance, "
+            f"rounded up to whole reviews",
+        }
+    return write_predictions(out, "sentiment", f"test, the first {len(rows)} IMDB reviews",
+                             "the ONNX files, each review alone, as served", runtimes)  # fmt: skip
+
+
 def run(
     out_dir: str | Path,
     cfg: SentimentConfig,
@@ -179,6 +211,7 @@ def run(
         else:
             metrics["quality_floors"] = floor_report(metrics, cfg.floors)
     skip_int8 = int8_skipped_because(cfg.int8)
+    int8_answers: dict = {}
     if skip_int8:
         int8 = skipped_int8(out, skip_int8)
     else:
@@ -191,6 +224,7 @@ def run(
             cfg.threads,
             Int8Gate(max_ece=cfg.int8_max_ece),
             cfg.progress,
+            keep=int8_answers,
         )
     metrics |= {
         "config": cfg.name,
@@ -225,7 +259,15 @@ def run(
 
     export = handler_export(cfg, metrics["temperature"], pad, head.weights[0].shape[1])
     serve_files = SERVE_FILES + [INT8_FILE] * int8["written"]
-    manifest = write_manifest(out, "sentiment", serve_files, export.to_block(), metrics, parity)
+    predictions = heldout_predictions(
+        out,
+        test,
+        test_pred.logits,
+        metrics["temperature"],
+        int8_answers if int8["written"] else None,
+    )
+    manifest = write_manifest(out, "sentiment", serve_files, export.to_block(), metrics, parity,
+                              predictions=predictions)  # fmt: skip
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS)
     return manifest

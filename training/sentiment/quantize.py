@@ -145,9 +145,11 @@ def gated_int8_export(
     threads: int = 2,
     gate: Int8Gate = Int8Gate(),
     progress: bool = False,
+    keep: dict | None = None,
 ) -> dict:
     """Quantize out_dir/model.onnx, gate it on the IMDB rows of the test split; write
-    out_dir/model.int8.onnx only if it passes. Returns the report (for metrics and the manifest)."""
+    out_dir/model.int8.onnx only if it passes. Returns the report (for metrics and the manifest).
+    `keep`: gets the int8 logits of those rows ("logits") and their test-split rows ("rows")."""
     out = Path(out_dir)
     final = out / INT8_FILE
     final.unlink(missing_ok=True)  # a stale int8 must never ride along with a new fp32
@@ -167,6 +169,8 @@ def gated_int8_export(
         ).logits  # fmt: skip
         fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
         int8 = gate_metrics(int8_logits, labels, temperature)
+        if keep is not None:
+            keep.update(logits=np.asarray(int8_logits), rows=imdb)
         reasons = judge(fp32, int8, gate)
         if not reasons:
             candidate.replace(final)

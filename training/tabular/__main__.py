@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from handlers.kits.tabular import Schema
+from handlers.kits.tabular.distance import Distance
 from handlers.tabular.settings import TabularExport, TabularSettings
 from handlers.uncertainty import classify_with_uncertainty, softmax
 from training.common.calibration import (
@@ -25,11 +26,13 @@ from training.common.calibration import (
 )
 from training.common.entry import train_and_report
 from training.common.floors import check_floors
+from training.common.heldout import FP32, classified, write_predictions
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
 from training.common.plots import reliability_diagram
 from training.common.tracking import TrainingRun
 from training.common.trainer import TrainerOptions, add_trainer_args, trainer_options
+from training.tabular import ood
 from training.tabular.config import CONFIGS, TrainConfig
 from training.tabular.data import CLASSES, Split, load_splits
 from training.tabular.model import (
@@ -59,9 +62,12 @@ def far_outside(split: Split, schema: Schema) -> list[dict[str, float]]:
     return out
 
 
-def evaluate(model, splits: dict[str, Split], export: TabularExport) -> tuple[dict, dict]:
+def evaluate(
+    model, splits: dict[str, Split], export: TabularExport, distance: Distance
+) -> tuple[dict, dict]:
     """Accuracy and calibration per split; the served uncertainty (head.npz's fixed masks) on the
-    test records against the same records far outside the training ranges."""
+    test records against the same records far outside the training ranges; the distance's false
+    flags on the test split and its flags on those far records."""
     schema, temperature = export.schema, export.temperature
     serving = TabularSettings()
     head = mlp_head(model)
@@ -103,6 +109,16 @@ def evaluate(model, splits: dict[str, Split], export: TabularExport) -> tuple[di
             else None,
         }
     metrics["uncertainty"] = block
+    far_records = schema.encode(far_outside(splits["test"], schema))
+    metrics["out_of_distribution"] = {
+        "measures": "Mahalanobis distance of asinh-scaled encoded records, fitted on the train "
+        f"split; threshold the validation split's {ood.QUANTILE} quantile",
+        "threshold": distance.threshold,
+        "false_flags_test": ood.rate(
+            distance(schema.encode(splits["test"].records)) > distance.threshold
+        ),
+        "flagged_far_outside": ood.rate(distance(far_records) > distance.threshold),
+    }
     arrays["entropy"] = (test.entropy, far.entropy)
     return metrics, arrays
 
@@ -151,10 +167,16 @@ def run(
 
     val_logits = outputs_of(model, encoded["val"][0])[0]
     temperature = round(fit_temperature(val_logits, splits["val"].labels), 4)
-    export = TabularExport(INPUT_NAME, OUTPUT_NAME, FEATURES_NAME, CLASSES, schema, temperature)
-    evaluation, arrays = evaluate(model, splits, export)
+    distance = ood.fit(encoded["train"][0], encoded["val"][0])
+    export = TabularExport(INPUT_NAME, OUTPUT_NAME, FEATURES_NAME, CLASSES, schema, temperature,
+                           ood_threshold=distance.threshold)  # fmt: skip
+    evaluation, arrays = evaluate(model, splits, export, distance)
     floors = check_floors("tabular", {"test_accuracy": evaluation["test"]["accuracy"]}, cfg.floors)
     parity = export_all(model, export, out, encoded["test"][0][:33])
+    distance.save(out / export.distance)
+    exported = Distance.load(out / export.distance, schema.width, export.ood_threshold)
+    parity["distance"] = ood.parity(exported, encoded["train"][0], encoded["test"][0])
+    parity["max_abs_diff"]["distance"] = parity["distance"]["max_abs_diff"]
     (out / "parity.json").write_text(json.dumps(parity, indent=2) + "\n")
     metrics = {
         "config": asdict(cfg),
@@ -188,10 +210,14 @@ def run(
         "ece_test": {k: evaluation["test"][k] for k in ("ece_before", "ece_after")},
         "temperature": temperature,
         "uncertainty": evaluation["uncertainty"],
+        "out_of_distribution": evaluation["out_of_distribution"],
     }
+    predictions = write_predictions(out, "tabular", "test (every record)", "the eager model, calibrated",
+                                    {FP32: {"items": classified(arrays["test"][1], CLASSES, [CLASSES[i] for i in splits["test"].labels])}})  # fmt: skip
     manifest = write_manifest(
-        out, "tabular", list(FILES), export.to_block(), summary, parity["max_abs_diff"]
-    )
+        out, "tabular", list(FILES), export.to_block(), summary, parity["max_abs_diff"],
+        predictions=predictions,
+    )  # fmt: skip
     if tracking is not None:
         tracking.finish(out, manifest, metrics, PLOTS if plots else ())
     return manifest

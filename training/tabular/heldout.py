@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from training.common.heldout import HeldOut, Outcome
+from training.common.heldout import HeldOut, Outcome, compare_classified
 
 SLACK = 0.01
 """Served accuracy may trail the report's by this: a record on the boundary may flip between the
@@ -40,4 +40,10 @@ def served_check(manifest: dict, artifacts: Path) -> HeldOut:
         out.check(right >= need, f"{right}/{len(got)} held-out records right "
                   f"(at least {need}: report's accuracy {accuracy:.4f} - {SLACK})")  # fmt: skip
 
-    return HeldOut(bodies, judge)
+    def per_item(answers: list[Any], predicted: dict, out: Outcome, where: str) -> None:
+        served = [a for answer in answers for a in answer]
+        compare_classified(
+            served, predicted, out, where, f"the report's test accuracy {accuracy:.4f}"
+        )
+
+    return HeldOut(bodies, judge, per_item)

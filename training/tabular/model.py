@@ -30,7 +30,7 @@ from training.common.trainer import TrainerOptions, build_trainer, checkpoint_pa
 from training.tabular.config import TrainConfig
 
 INPUT_NAME, OUTPUT_NAME, FEATURES_NAME = "record", "logits", "features"
-FILES = ("model.pt", "model.onnx", "head.npz")
+FILES = ("model.pt", "model.onnx", "head.npz", "distance.npz")
 ATOL = 1e-4
 
 

@@ -44,11 +44,22 @@ def native(
         raise BadField('send one input: "image" (encoded images) or "grid" (grey grids)')
     if "image" in tensors:
         images: list[Any] = [
-            base64.b64encode(bytes(item)).decode("ascii") for item in tensors["image"].reshape(-1)
+            base64.b64encode(_encoded(item, i)).decode("ascii")
+            for i, item in enumerate(tensors["image"].reshape(-1))
         ]
     else:
         images = tensors["grid"].tolist()
     return Native(json_body({"images": images}), {"Content-Type": "application/json"})
+
+
+def _encoded(item: Any, i: int) -> bytes:
+    """An `image` element's bytes: bytes, or a string's UTF-8 (anything else is refused: a number
+    is not an image, nor the size of one)."""
+    if isinstance(item, str):
+        return item.encode("utf-8", "surrogatepass")
+    if not isinstance(item, bytes | bytearray):
+        raise BadField(f"image[{i}] must be a string")
+    return bytes(item)
 
 
 def answer(reply: Reply, settings: ImageSettings) -> list[Output]:

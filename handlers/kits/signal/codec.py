@@ -49,6 +49,8 @@ SAMPLES_SEEN_HEADER = "X-Samples-Seen"
 VERSION_HEADER = "X-Model-Version"
 OOD_HEADER = "X-Out-Of-Distribution"
 RESIDUAL_HEADER = "X-Residual"
+NONSTATIONARITY_HEADER = "X-Nonstationarity"
+OFFSET_HEADER = "X-Offset"
 LAYOUT = "band,frequency,sample float32le; bands signal,std"
 
 
@@ -314,10 +316,18 @@ class SignalAnswer:
     training); None: not judged (too short, or an export without a threshold)."""
     residual: float | None = None
     """Share of the input's energy outside the served frequencies (the model's out-of-distribution judge)."""
+    nonstationarity: float | None = None
+    """How much the input's components change in time (None: not judged)."""
+    offset: float | None = None
+    """Share of the input's energy in a constant offset (None: not judged)."""
 
 
 def _flag(text: str | None) -> bool | None:
     return None if text in (None, "", "null") else text == "true"
+
+
+def _header_figure(text: str | None) -> float | None:
+    return None if text is None or text in ("", "null") else float(text)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -339,13 +349,15 @@ def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) 
             body.get("sample_rate"),
             body.get("out_of_distribution"),
             body.get("residual"),
+            body.get("nonstationarity"),
+            body.get("offset"),
         )
     headers = headers or {}
     shape = tuple(int(d) for d in (_header(headers, SHAPE_HEADER) or "").split(","))
     data = np.frombuffer(body, dtype="<f4").reshape(shape)
     seen = _header(headers, SAMPLES_SEEN_HEADER)
     rate = _header(headers, SAMPLE_RATE_HEADER)
-    res = _header(headers, RESIDUAL_HEADER)
+    res = _header_figure(_header(headers, RESIDUAL_HEADER))
     return SignalAnswer(
         tuple(float(f) for f in (_header(headers, FREQUENCIES_HEADER) or "").split(",") if f),
         data[0],
@@ -355,7 +367,9 @@ def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) 
         _header(headers, VERSION_HEADER),
         int(rate) if rate is not None else None,
         _flag(_header(headers, OOD_HEADER)),
-        float(res) if res not in (None, "", "null") else None,
+        res,
+        _header_figure(_header(headers, NONSTATIONARITY_HEADER)),
+        _header_figure(_header(headers, OFFSET_HEADER)),
     )
 
 
@@ -379,12 +393,16 @@ def answer_json(
     samples_seen: int | None = None,
     out_of_distribution: bool | None = None,
     residual: float | None = None,
+    nonstationarity: float | None = None,
+    offset: float | None = None,
 ) -> dict:
     """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
     body: dict = {
         "sample_rate": sample_rate,
         "out_of_distribution": out_of_distribution,
         "residual": residual,
+        "nonstationarity": nonstationarity,
+        "offset": offset,
         "components": [
             {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
         ],
@@ -406,6 +424,8 @@ def answer_float32(
     samples_seen: int | None = None,
     out_of_distribution: bool | None = None,
     residual: float | None = None,
+    nonstationarity: float | None = None,
+    offset: float | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """The float32 answer: (2, F, N) little-endian, the signals then the std bands, one row per
     frequency in X-Frequencies order; its headers describe the layout. `version` must already
@@ -418,6 +438,12 @@ def answer_float32(
         SAMPLE_RATE_HEADER: str(sample_rate),
         VERSION_HEADER: version,
         OOD_HEADER: "null" if out_of_distribution is None else str(out_of_distribution).lower(),
-        RESIDUAL_HEADER: "null" if residual is None else f"{residual:.6g}",
+        RESIDUAL_HEADER: _figure(residual),
+        NONSTATIONARITY_HEADER: _figure(nonstationarity),
+        OFFSET_HEADER: _figure(offset),
     }
     return data.tobytes(), headers | stream_headers(state, samples_seen)
+
+
+def _figure(value: float | None) -> str:
+    return "null" if value is None else f"{value:.6g}"

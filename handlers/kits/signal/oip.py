@@ -32,6 +32,8 @@ def outputs(settings: SignalSettings) -> tuple[Tensor, ...]:
         Tensor("sample_rate", "INT64", (1,)),
         Tensor("residual", "FP64", (1,), optional=True),
         Tensor("out_of_distribution", "BOOL", (1,), optional=True),
+        Tensor("nonstationarity", "FP64", (1,), optional=True),
+        Tensor("offset", "FP64", (1,), optional=True),
         Tensor("state", "BYTES", (1,), optional=True),
         Tensor("samples_seen", "INT64", (1,), optional=True),
     )
@@ -81,6 +83,10 @@ def answer(reply: Reply, settings: SignalSettings) -> list[Output]:
         out.append(Output("residual", "FP64", np.array([got.residual], np.float64)))
     if got.out_of_distribution is not None:
         out.append(Output("out_of_distribution", "BOOL", np.array([got.out_of_distribution])))
+    for name in ("nonstationarity", "offset"):
+        value = getattr(got, name)
+        if value is not None:
+            out.append(Output(name, "FP64", np.array([value], np.float64)))
     if got.state is not None:
         out.append(Output("state", "BYTES", np.array([got.state.encode()], dtype=object)))
         out.append(Output("samples_seen", "INT64", np.array([got.samples_seen or 0], np.int64)))

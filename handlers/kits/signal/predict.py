@@ -26,6 +26,20 @@ from handlers.predictor import Predictor
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """What a model's `judge` says of an input (None where not judged)."""
+
+    residual: float | None = None
+    """Share of the input's energy outside the served frequencies."""
+    out_of_distribution: bool | None = None
+    """Any of the figures past the threshold training set for it."""
+    nonstationarity: float | None = None
+    """How much the input's components change in time (0: not at all)."""
+    offset: float | None = None
+    """Share of the input's energy in a constant offset."""
+
+
+@dataclass(frozen=True)
 class Components:
     signal: np.ndarray
     """(F, N) extracted component per requested frequency."""
@@ -70,7 +84,12 @@ class Extraction:
     """Share of the input's energy outside the served frequencies (the model's `judge`);
     a stream chunk's own samples. None: too short to judge."""
     out_of_distribution: bool | None = None
-    """The residual is past the threshold set in training (None: not judged)."""
+    """A figure of the judgement is past the threshold set in training (None: not judged)."""
+    nonstationarity: float | None = None
+    """How much the components change in time over the input's whole windows (None: not
+    judged); a stream's: over everything it has seen."""
+    offset: float | None = None
+    """Share of the input's energy in a constant offset (None: not judged)."""
 
     def to_body(self) -> dict:
         """The JSON answer (the codec's `answer_json`); the sample arrays stay float32 rows."""
@@ -78,6 +97,7 @@ class Extraction:
         return codec.answer_json(
             self.frequencies, comp.signal, comp.std, self.sample_rate, dict(self.model),
             self.state, self.samples_seen, self.out_of_distribution, self.residual,
+            self.nonstationarity, self.offset,
         )  # fmt: skip
 
     def to_json(self) -> bytes:
@@ -100,7 +120,7 @@ class Extraction:
         data, headers = codec.answer_float32(
             self.frequencies, comp.signal, comp.std, self.sample_rate,
             header_value(str(self.model.get("version", ""))), self.state, self.samples_seen,
-            self.out_of_distribution, self.residual,
+            self.out_of_distribution, self.residual, self.nonstationarity, self.offset,
         )  # fmt: skip
         return Reply(data, codec.FLOAT32, headers)
 
@@ -118,9 +138,10 @@ class SignalPredictor(Predictor[S]):
     engine: SignalEngine
     states: StateTokens
 
-    def judge(self, signal: np.ndarray) -> tuple[float | None, bool | None]:
-        """(residual, out_of_distribution) of an input; (None, None): the model does not judge."""
-        return None, None
+    def judge(self, signal: np.ndarray, state: Any = None) -> Judgement:
+        """The judgement of a one-shot input (`state` None) or of a stream after its chunk
+        `signal` (`state`: the stream's state after it); all None: the model does not judge."""
+        return Judgement()
 
     def predict(
         self, requests: list[SignalRequest | RequestError]
@@ -140,7 +161,7 @@ class SignalPredictor(Predictor[S]):
         ):
             n = num_windows(req.signal.shape[0], s.window, s.hop)
             results[i] = Extraction(
-                req.frequencies, comp, n, binary=req.binary_answer, **self._served(req)
+                req.frequencies, comp, n, binary=req.binary_answer, **self._served(req, None)
             )
         chunks, idxs = [], []
         for i, r in enumerate(requests):
@@ -158,7 +179,7 @@ class SignalPredictor(Predictor[S]):
                 self.states.encode(state),
                 state.samples_seen,
                 req.binary_answer,
-                **self._served(req),
+                **self._served(req, state),
             )
         return results
 
@@ -174,14 +195,16 @@ class SignalPredictor(Predictor[S]):
             )
         return SignalRequest(req.signal, req.sample_rate, state.frequencies, state.selectors), state
 
-    def _served(self, req: SignalRequest) -> dict:
+    def _served(self, req: SignalRequest, state: Any) -> dict:
         s = self.settings
-        res, flag = self.judge(req.signal)
+        j = self.judge(req.signal, state)
         return {
             "sample_rate": s.sample_rate,
             "model": self.model_info,
-            "residual": res,
-            "out_of_distribution": flag,
+            "residual": j.residual,
+            "out_of_distribution": j.out_of_distribution,
+            "nonstationarity": j.nonstationarity,
+            "offset": j.offset,
         }
 
     def body(self, answer: Extraction) -> dict:

@@ -130,11 +130,14 @@ class SignedStates:
         max_payload: int,
         max_age_s: float | None = None,
         clock: Callable[[], float] = time.time,
+        earlier_magics: tuple[bytes, ...] = (),
     ):
         """`magic`: 4 bytes naming the model's state format; `label`: what the key id is derived
         with; `max_payload`: the longest payload, bytes (a longer token is refused undecoded);
         `max_age_s`: a state older than this has expired (None: states do not expire, and the
-        envelope carries no time)."""
+        envelope carries no time); `earlier_magics`: the magics of the model's earlier state
+        formats, whose tokens are stale (409, restart the stream) rather than foreign."""
+        self.earlier_magics = earlier_magics
         self.max_age_s, self.clock = max_age_s, clock
         self._issued = _ISSUED.size if max_age_s is not None else 0
         max_payload += self._issued
@@ -161,6 +164,11 @@ class SignedStates:
         if len(raw) < _HEAD.size:
             raise BadState("the stream state has the wrong size")
         magic, key_id, vlen = _HEAD.unpack_from(raw)
+        if magic in self.earlier_magics:
+            raise StaleState(
+                "the stream state was made by an earlier server version (an update happened "
+                "mid-stream); restart the stream with 'stream': true"
+            )
         if magic != self.magic:
             raise BadState("'state' is not a stream state of this model")
         if key_id != self.key_id:
