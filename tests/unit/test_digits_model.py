@@ -187,8 +187,11 @@ def test_handler_answers_json_grids_and_pngs_alike(artifacts, test_split):
     results = run_batch(handler, [(grid_body, JSON), (png_of(grey, scale=1), "image/png")])
     (s1, by_grid, h1), (s2, by_png, _) = results
     assert s1 == s2 == 200 and h1["content-type"] == JSON
-    assert set(by_grid) == {"label", "probabilities", "uncertainty", "polarity", "model"}
+    assert set(by_grid) == {
+        "label", "probabilities", "uncertainty", "polarity", "digits_found", "model"
+    }  # fmt: skip
     assert by_grid["polarity"] == by_png["polarity"] == "bright_on_dark"  # the dataset's own
+    assert by_grid["digits_found"] is by_png["digits_found"] is None  # 8 x 8: taken as framed
     assert set(by_grid["uncertainty"]) == {"entropy", "mutual_information", "std", "samples"}
     assert by_grid["uncertainty"]["samples"] == 16
     assert by_grid["label"] == by_png["label"]

@@ -141,11 +141,13 @@ def test_digits_over_its_floor_is_exported_registered_and_reports_it(
     assert [int(v.version) for v in store.search_model_versions("name='digits'")] == [1]
 
 
-def test_digits_trains_its_retry_seeds_in_turn_and_keeps_the_first_that_holds(
+def test_digits_retries_seeds_on_the_selection_split_and_reads_the_test_split_once(
     store, tmp_path, monkeypatch, capsys
 ):
-    """A seed under the floor is not the end of a run: the next seed trains, the first over every
-    floor is exported and registered, and metrics.json names each seed tried with its figure."""
+    """A seed under the selection floor is not the end of a run: the next seed trains, the first
+    over it is kept, and metrics.json names each seed tried with its selection figure. The test
+    split is read once, after that choice: a test floor the kept seed misses fails the run, and no
+    other seed is tried for it."""
     from training.digits import __main__ as cli
     from training.digits.config import CONFIGS
 
@@ -159,27 +161,39 @@ def test_digits_trains_its_retry_seeds_in_turn_and_keeps_the_first_that_holds(
     for seed in (0, 1, 2):  # each seed alone, with no floor: what it reaches
         assert train(tmp_path / f"seed-{seed}", dataclasses.replace(tiny, torch_seed=seed)) == 0
         figures = json.loads((tmp_path / f"seed-{seed}" / "metrics.json").read_text())
-        accuracy[seed] = figures["test"]["accuracy"]
+        accuracy[seed] = figures["selection"]["accuracy"]
         if len(set(accuracy.values())) > 1:
             break
     low, high = sorted(accuracy, key=accuracy.get)[0], sorted(accuracy, key=accuracy.get)[-1]
     assert accuracy[low] < accuracy[high], accuracy
     between = (accuracy[low] + accuracy[high]) / 2
-    kept = dataclasses.replace(tiny, torch_seed=low, retry_seeds=(high,), min_test_accuracy=between)
+    kept = dataclasses.replace(
+        tiny, torch_seed=low, retry_seeds=(high,), min_selection_accuracy=between
+    )
 
     out = tmp_path / "digits"
     assert train(out, kept) == 0
-    assert f"digits: seed {low} missed a quality floor" in capsys.readouterr().err
+    assert f"digits: seed {low} missed the selection floor" in capsys.readouterr().err
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["seeds_tried"] == [
-        {"seed": low, "test_accuracy": accuracy[low], "floors_met": False},
-        {"seed": high, "test_accuracy": accuracy[high], "floors_met": True},
+        {"seed": low, "selection_accuracy": accuracy[low], "floors_met": False},
+        {"seed": high, "selection_accuracy": accuracy[high], "floors_met": True},
     ]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["metrics"]["test_accuracy"] == accuracy[high]
+    assert manifest["metrics"]["selection_accuracy"] == accuracy[high]
     assert metrics["config"]["torch_seed"] == low  # the config as asked; seeds_tried says the rest
+    low_, high_ = metrics["test"]["interval_95"]
+    assert low_ < metrics["test"]["accuracy"] < high_
 
-    above = dataclasses.replace(kept, min_test_accuracy=accuracy[high] + 0.001)
+    # The test floor is read once, after the choice: missed, the run fails with no retry.
+    once = dataclasses.replace(kept, min_selection_accuracy=None, min_test_accuracy=1.01)
+    out = tmp_path / "test-floor"
+    assert train(out, once) == 1
+    err = capsys.readouterr().err
+    assert "chosen on the selection split" in err and "training seed" not in err
+    assert not (out / "retries").exists()
+
+    above = dataclasses.replace(kept, min_selection_accuracy=accuracy[high] + 0.001)
     out = tmp_path / "none-holds"
     assert train(out, above) == 1
     err = capsys.readouterr().err

@@ -5,7 +5,8 @@ learns the digits people draw and type through the same reading the handler serv
 Each copy of a dataset digit is enlarged to 32 x 32 (bicubic), turned into a stroke of a random
 width (a soft threshold at a random level, sometimes dilated or eroded), slanted, rotated and
 stretched, placed at a random scale and position on a canvas of random size, given random ink and
-paper levels in either polarity, and sometimes blurred or noised. Synthetic glyphs and typeset
+paper levels in either polarity, and sometimes blurred or noised; some have a frame, a box, a
+ruled line or a perspective view (`surrounded`), which the reading's strokes must see past. Synthetic glyphs and typeset
 digits in matplotlib's bundled fonts (glyphs.py) are finished the same way. Nothing here uses
 Pillow's bundled font (Aileron) or shares code, templates or seeds with the held-out test of drawn
 and typed digits (tests/support/drawn_digits.py).
@@ -78,6 +79,74 @@ def _placed(im: Image.Image, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(canvas, np.float32)
 
 
+def _perspective(ink: np.ndarray, rng: np.random.Generator, most: float) -> np.ndarray:
+    """The canvas seen at an angle: its corners moved by up to `most` of the side, inward or out."""
+    h, w = ink.shape
+    corners = np.array([(0, 0), (w, 0), (w, h), (0, h)], float)
+    moved = corners + rng.uniform(-most, most, (4, 2)) * (w, h)
+    # PIL's eight coefficients map an output point to its input point: solved from the corners.
+    a = np.zeros((8, 8))
+    for i, ((x, y), (u, v)) in enumerate(zip(moved, corners, strict=True)):
+        a[2 * i] = (x, y, 1, 0, 0, 0, -u * x, -u * y)
+        a[2 * i + 1] = (0, 0, 0, x, y, 1, -v * x, -v * y)
+    coeffs = np.linalg.solve(a, corners.ravel())
+    out = Image.fromarray(ink).transform((w, h), Image.Transform.PERSPECTIVE, tuple(coeffs),
+                                         Image.Resampling.BILINEAR)  # fmt: skip
+    return np.asarray(out, np.float32)
+
+
+def _pad(ink: np.ndarray, top: int, left: int, bottom: int, right: int) -> np.ndarray:
+    return np.pad(ink, ((top, bottom), (left, right)))
+
+
+def surrounded(ink: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sometimes what a photographed or scanned digit has around it, in ink units (0 paper, 1 pen):
+    a frame at the edge of the image (pen-dark or grey, 1.5-13 % of the side), a box around the
+    digit, a ruled line under it (touching or not, some of the image's width or all), or a
+    perspective view of the whole."""
+    roll = rng.random()
+    if roll >= 0.45:
+        return ink
+    rows, cols = np.nonzero(ink > 0.25)
+    if len(rows) == 0:
+        return ink
+    side = max(ink.shape)
+    if roll < 0.15:  # a frame around the image, with some paper between it and the digit
+        width = max(1, round(side * rng.uniform(0.015, 0.13)))
+        margin = round(side * rng.uniform(0.0, 0.1))
+        ink = _pad(ink, *(margin,) * 4)
+        level = 1.0 if rng.random() < 0.6 else rng.uniform(0.25, 0.75)
+        return np.pad(ink, width, constant_values=level)
+    if roll < 0.25:  # a box around the digit
+        y0, y1, x0, x1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+        gap = round(side * rng.uniform(0.01, 0.08))
+        pen = max(1, round(side * rng.uniform(0.01, 0.04)))
+        room = gap + pen + round(side * rng.uniform(0.0, 0.1))
+        ink = _pad(ink, room, room, room, room)
+        y0, y1, x0, x1 = (
+            y0 + room - gap - pen,
+            y1 + room + gap + pen,
+            x0 + room - gap - pen,
+            x1 + room + gap + pen,
+        )
+        box = np.zeros_like(ink)
+        box[y0:y1, x0:x1] = 1.0
+        box[y0 + pen : y1 - pen, x0 + pen : x1 - pen] = 0.0
+        return np.maximum(ink, box * rng.uniform(0.6, 1.0))
+    if roll < 0.33:  # a ruled line under the digit
+        pen = max(1, round(side * rng.uniform(0.01, 0.035)))
+        y = rows.max() + round(side * rng.uniform(-0.03, 0.08))
+        ink = _pad(ink, 0, 0, max(0, y + pen + 2 - ink.shape[0]), 0)
+        w = ink.shape[1]
+        length = round(w * rng.uniform(0.65, 1.0))
+        x0 = int(rng.integers(0, w - length + 1))
+        ink = ink.copy()
+        ink[y : y + pen, x0 : x0 + length] = np.maximum(ink[y : y + pen, x0 : x0 + length],
+                                                        rng.uniform(0.6, 1.0))  # fmt: skip
+        return ink
+    return _perspective(ink, rng, rng.uniform(0.04, 0.16))
+
+
 def redrawn(grey: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One dataset digit (8x8, [0, 1]) → one large grey image of it in [0, 1], either polarity."""
     return finished(_stroke(grey, rng), rng)
@@ -86,7 +155,7 @@ def redrawn(grey: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def finished(stroke: Image.Image, rng: np.random.Generator) -> np.ndarray:
     """A 32 x 32 stroke image ('F', 0..1) → slanted, placed, levelled, maybe blurred, noised and
     inverted: a large grey image in [0, 1]."""
-    ink = _placed(_warped(stroke, rng), rng)
+    ink = surrounded(_placed(_warped(stroke, rng), rng), rng)
     if rng.random() < 0.3:
         grey = Image.fromarray((np.clip(ink, 0.0, 1.0) * 255).astype(np.uint8))
         blurred = grey.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 1.5)))

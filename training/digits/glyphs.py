@@ -156,11 +156,18 @@ def typeset(
 ) -> Image.Image:
     """One 32 x 32 stroke image ('F' mode, 0..1) of `label` in a random font and weight: its ink
     fitted into rows 2..30, centred across, like glyph()'s."""
+    return typeset_char(str(label), rng, fonts)
+
+
+def typeset_char(
+    char: str, rng: np.random.Generator, fonts: list[ImageFont.FreeTypeFont]
+) -> Image.Image:
+    """typeset()'s rendering of any character (the outlier bank's letters use it too)."""
     canvas = 2 * FONT_SIZE
     im = Image.new("L", (canvas, canvas), 0)
     weight = int(rng.integers(0, 4))  # pixels of stroke added each way at FONT_SIZE
     font = fonts[int(rng.integers(len(fonts)))]
-    ImageDraw.Draw(im).text((canvas / 2, canvas / 2), str(label), fill=255, font=font,
+    ImageDraw.Draw(im).text((canvas / 2, canvas / 2), char, fill=255, font=font,
                             anchor="mm", stroke_width=weight, stroke_fill=255)  # fmt: skip
     crop = im.crop(im.getbbox())
     scale = 28 / crop.size[1]

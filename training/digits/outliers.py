@@ -3,16 +3,23 @@ Outlier Exposure", 2019): training batches carry some of these with a uniform ta
 network learns to answer "cannot tell" (high entropy, disagreeing dropout heads) off the digit
 manifold instead of confidently naming a digit.
 
-Kinds used in training (TRAIN_KINDS): Gaussian noise, blank, solid, random strokes, blobs. Letters
-(training/digits/probes.py) are never used here: they are the held-out kind of the evaluation.
+Kinds used in training (TRAIN_KINDS): Gaussian noise, blank, solid, random strokes, blobs, and
+typeset capitals (TRAIN_LETTERS, in matplotlib's fonts, as glyphs.py sets its digits): block shapes
+that fill their box, which the strokes reading crops to fill the frame like a digit. The letters of
+the evaluation (training/digits/probes.py: LETTERS, in Pillow's own font) are never used here: they
+stay the held-out kind, and TRAIN_LETTERS shares none of them, in either case.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
-TRAIN_KINDS = ("gaussian_noise", "blank", "solid", "strokes", "blobs")
+from training.digits.glyphs import font_faces, typeset_char
+
+TRAIN_KINDS = ("gaussian_noise", "blank", "solid", "strokes", "blobs", "letters_typeset")
+TRAIN_LETTERS = "CDFJLPTUVY"
+"""Capitals with no digit's shape (not O, I, S, B, G, Q, Z) and none of the held-out LETTERS."""
 
 
 def _strokes(rng: np.random.Generator, side: int = 32) -> np.ndarray:
@@ -42,6 +49,7 @@ def synthetic_non_digits(n: int, seed: int = 0) -> list[np.ndarray]:
     uploads of 16..96 pixels a side, which the served reading (handlers/digits/pixels.py) frames
     like any large image (framed noise is a grey field, not the noise an 8x8 image shows)."""
     rng = np.random.default_rng(seed)
+    fonts = font_faces() if n >= len(TRAIN_KINDS) else []
     out = []
     for i in range(n):
         kind = TRAIN_KINDS[i % len(TRAIN_KINDS)]
@@ -54,8 +62,10 @@ def synthetic_non_digits(n: int, seed: int = 0) -> list[np.ndarray]:
             img = np.full((side, side), rng.uniform(0.2, 1.0))
         elif kind == "strokes":
             img = _strokes(rng, max(side, 32)) if side > 8 else _strokes_8(rng)
-        else:
+        elif kind == "blobs":
             img = _blobs(rng, side)
+        else:
+            img = _letter(rng, fonts, side)
         out.append(np.clip(img, 0, 1).astype(np.float32))
     return out
 
@@ -64,3 +74,11 @@ def _strokes_8(rng: np.random.Generator) -> np.ndarray:
     """Random strokes at 32x32 shrunk by area to the dataset's 8x8."""
     big = Image.fromarray(_strokes(rng))
     return np.asarray(big.resize((8, 8), Image.Resampling.BOX), np.float32)
+
+
+def _letter(rng: np.random.Generator, fonts: list[ImageFont.FreeTypeFont], side: int) -> np.ndarray:
+    """One of TRAIN_LETTERS typeset in a random font and weight, bright on dark, at side x side
+    (8: the dataset's size, shrunk by area)."""
+    char = TRAIN_LETTERS[int(rng.integers(len(TRAIN_LETTERS)))]
+    im = typeset_char(char, rng, fonts)
+    return np.asarray(im.resize((side, side), Image.Resampling.BOX), np.float32)

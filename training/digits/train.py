@@ -147,7 +147,8 @@ def with_redrawn(
 
 
 def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tuple]:
-    """Training's and validation's images (dataset digits and their redrawn copies, seeded)."""
+    """Training's images (seeded by the torch seed) and the selection split's (validation: its
+    digits, their redrawn copies, glyphs and typeset digits, seeded by selection_seed)."""
     return {
         "train": with_redrawn(
             splits["train"],
@@ -157,10 +158,11 @@ def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tupl
             cfg.dataset_repeats,
             cfg.font_images,
         ),
+        # The selection split: the same images whatever the torch seed (selection_seed).
         "val": with_redrawn(
             splits["val"],
-            cfg.redrawn_copies,
-            cfg.torch_seed + 1,
+            cfg.selection_copies,
+            cfg.selection_seed,
             cfg.glyph_images // 9,
             font_images=cfg.font_images // 9,
         ),

@@ -23,7 +23,7 @@ import numpy as np
 from handlers.codec import Reply
 from handlers.errors import ArchiveError, RequestError
 from handlers.kits.image.decode import ImageRequest, PendingImages, decode_request, read_request
-from handlers.kits.image.reading import POLARITIES, read_batch
+from handlers.kits.image.reading import POLARITIES, Reading, graph_batch, read
 from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
@@ -51,7 +51,11 @@ class Classification:
     """MC-dropout samples behind mutual_information and std."""
     polarity: str = POLARITIES[0]
     """How the image was read (handlers/kits/image/reading.py): "bright_on_dark" (the dataset's
-    convention) or "dark_on_light" (a light border: inverted before the network)."""
+    convention) or "dark_on_light" (dark ink on a light paper: inverted before the network)."""
+    digits_found: int | None = None
+    """Groups of strokes of a digit's size the reading found (reading.py `strokes`): 1 for one
+    digit; 0 (none) and 2 or more (several, the largest read) say the answer is not about one
+    digit. None for an image at the native size (a grid), taken as one framed digit."""
 
     def uncertainty(self) -> dict[str, float | int]:
         return {
@@ -146,12 +150,13 @@ class ImagePredictor(Predictor[ImageSettings]):
 
     def _read_and_forward(
         self, greys: list[np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """(logits, features, the polarity read from each image)."""
+    ) -> tuple[np.ndarray, np.ndarray, list[Reading]]:
+        """(logits, features, the reading of each image: polarity, digits found)."""
         export = self.settings.export
-        batch, polarities = read_batch(greys, export)
+        readings = [read(g, export.native_size) for g in greys]
+        batch = graph_batch([r.grey for r in readings], export)
         out = self.runtime.run({export.input_name: batch})
-        return out[export.output_name], out[export.features_name], polarities
+        return out[export.output_name], out[export.features_name], readings
 
     # The request's side.
     def decode(self, request: Request) -> ImageRequest:
@@ -183,7 +188,7 @@ class ImagePredictor(Predictor[ImageSettings]):
         if not greys:
             return []
         export = self.settings.export
-        _, features, polarities = self._read_and_forward(greys)
+        _, features, readings = self._read_and_forward(greys)
         u = classify_with_uncertainty(features, self.head, self.masks, export.temperature)
         return [
             Classification(
@@ -193,7 +198,8 @@ class ImagePredictor(Predictor[ImageSettings]):
                 float(u.mutual_information[i]),
                 float(u.std[i]),
                 u.samples,
-                polarities[i],
+                readings[i].polarity,
+                readings[i].digits_found,
             )
             for i, p in enumerate(u.probabilities)
         ]
@@ -220,6 +226,7 @@ class ImagePredictor(Predictor[ImageSettings]):
                 "probabilities": c.probabilities,
                 "uncertainty": c.uncertainty(),
                 "polarity": c.polarity,
+                "digits_found": c.digits_found,
                 "model": dict(self.model_info),
             }
             for c in answer.predictions

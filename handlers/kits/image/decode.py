@@ -36,7 +36,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from handlers import codec
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, UnsupportedMediaType
-from handlers.kits.image.reading import working_factor
+from handlers.kits.image.reading import block_mean, working_factor
 from handlers.kits.image.settings import ImageSettings
 
 if TYPE_CHECKING:
@@ -79,11 +79,12 @@ ONE_BYTE_MODES = frozenset({"1", "L", "P"})
 """Modes Pillow keeps in one byte per pixel; every other served mode takes four (RGB and LA too)."""
 
 SHRINK_ROWS = 256
-"""Rows of a large image converted to floating point at a time by `_block_average`."""
+"""About this many rows of a large image (a whole number of blocks) are converted to floating point
+at a time by `_block_average`."""
 # (JPEG's reduced DCT scales, `Image.draft`, and `Image.reduce` on 8-bit pixels would decode or
 # shrink faster but round differently: up to 7 grey levels off on the held-out digits, and a label
-# changed. They are not used: a large upload is shrunk by `_block_average`, within float rounding
-# of the full-size path.)
+# changed. They are not used: a large upload is shrunk by `_block_average`, bit for bit
+# what the full-size path gives.)
 
 
 @dataclass(frozen=True)
@@ -234,20 +235,13 @@ def _grey(im: Image.Image) -> np.ndarray:
     return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
 
 
-def _block_weights(size: int, k: int) -> np.ndarray:
-    """(ceil(size / k), size) weights of a whole-factor block mean, a last partial block its own
-    mean: what `pixels.block_mean` (Pillow's reduce) gives the full-size grey."""
-    out = -(-size // k)
-    weights = np.zeros((out, size))
-    for i in range(out):
-        block = slice(i * k, min((i + 1) * k, size))
-        weights[i, block] = 1.0 / (block.stop - block.start)
-    return weights
-
-
 def _block_average(im: Image.Image, k: int) -> np.ndarray:
-    """`block_mean(_grey(im), k)` for a large image without its full-size float copy: the grey
-    (and alpha) stay 8-bit, and SHRINK_ROWS rows at a time are weighted into the average."""
+    """`block_mean(_grey(im), k)` for a large image without its full-size float copy, bit for bit:
+    the grey (and alpha) stay 8-bit, and bands of whole blocks (a multiple of k rows, about
+    SHRINK_ROWS) are made grey as `_grey` makes them and averaged by the same `block_mean`. Each
+    block's mean depends on its own pixels only, so the bands' rows are the full image's rows: the
+    reading downstream (its thresholds, the strokes' masks) sees the very numbers a full-size
+    decode gives, and cannot decide a pixel differently."""
     alpha = None
     if _has_alpha(im):
         rgba = im.convert("RGBA")
@@ -255,14 +249,14 @@ def _block_average(im: Image.Image, k: int) -> np.ndarray:
         del rgba
     else:
         grey = np.asarray(im.convert("L"))
-    rows, cols = _block_weights(im.height, k), _block_weights(im.width, k)
-    acc = np.zeros((rows.shape[0], im.width))
-    for top in range(0, im.height, SHRINK_ROWS):
-        part = grey[top : top + SHRINK_ROWS].astype(np.float64) / 255.0
+    band = k * max(1, SHRINK_ROWS // k)
+    parts = []
+    for top in range(0, im.height, band):
+        part = np.asarray(grey[top : top + band], dtype=np.float32) / 255.0
         if alpha is not None:
-            part *= alpha[top : top + SHRINK_ROWS] / 255.0
-        acc += rows[:, top : top + SHRINK_ROWS] @ part
-    return (acc @ cols.T).astype(np.float32)
+            part = part * (np.asarray(alpha[top : top + band], dtype=np.float32) / 255.0)
+        parts.append(block_mean(part, k))
+    return np.concatenate(parts, axis=0)
 
 
 def decode_grid(value: list, settings: ImageSettings, where: str) -> np.ndarray:
