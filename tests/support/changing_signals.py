@@ -17,8 +17,6 @@ a reader wants), so an answer's band can be held against it.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 RATE = 1000
@@ -64,13 +62,3 @@ def draw(rng: np.random.Generator, condition: str, n: int = 2000) -> tuple[np.nd
     elif condition not in ("control", "step", "switch_on", "off_grid"):
         raise ValueError(condition)
     return mix.astype(np.float32), truth
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95 % Wilson interval of a rate of `hits` in `n`."""
-    if n == 0:
-        return 0.0, 1.0
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(centre - half, 0.0), min(centre + half, 1.0)

@@ -22,8 +22,9 @@ import pytest
 
 from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import FrequencyPredictor
-from tests.support.changing_signals import CONDITIONS, FREQUENCIES, RATE, draw, wilson
+from tests.support.changing_signals import CONDITIONS, FREQUENCIES, RATE, draw
 from tests.support.full_size import trained_manifest
+from training.common.floors import wilson
 from training.frequency.config import CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,8 @@ import pytest
 from handlers.frequency import stationarity
 from handlers.frequency.ood import residual
 from handlers.frequency.predict import judgement
-from tests.support.changing_signals import CONDITIONS, FREQUENCIES, RATE, draw, wilson
+from tests.support.changing_signals import CONDITIONS, FREQUENCIES, RATE, draw
+from training.common.floors import wilson
 from training.frequency.config import CONFIGS
 from training.frequency.ood import ood_threshold, stationarity_thresholds
 

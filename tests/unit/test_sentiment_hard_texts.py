@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from handlers.sentiment.predict import SentimentPredictor
-from tests.support.changing_signals import wilson
 from tests.support.full_size import require_full_size
+from training.common.floors import wilson
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "sentiment"

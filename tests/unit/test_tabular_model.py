@@ -54,7 +54,8 @@ def test_training_writes_the_feature_schema_into_the_manifest(tabular_artifacts)
 def test_the_default_recipe_holds_its_floor_and_calibrates(tabular_default_artifacts):
     metrics = json.loads((tabular_default_artifacts / "metrics.json").read_text())
     floor = metrics["quality_floors"]["test_accuracy"]
-    assert floor["floor"] == 0.95 and floor["value"] >= 0.95
+    assert floor["floor"] == 0.90 and floor["value"] >= 0.95
+    assert floor["margin"] > 0  # the floor sits below the figure's 95 % interval
     assert metrics["train_seconds"] < 120  # seconds, not minutes (2 shared cores)
     assert metrics["test"]["ece_after"] <= 0.06
     # The temperature is the validation split's NLL minimum: T=1 is never better there.

@@ -10,6 +10,7 @@ its own files (sentiment scores the ONNX file it serves) waits until the floors 
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,6 +38,9 @@ class Floor:
     """True: the figure must be >= limit (accuracy); False: <= limit (ECE, MSE)."""
     what: str
     """The figure in words, for the message."""
+    out_of: str | None = None
+    """The figure holding how many items an accuracy is over (e.g. "test_size_imdb"): the report
+    then gives its 95 % Wilson interval and the floor's margin below that interval's low end."""
 
     def missed(self, value: float) -> bool:
         if self.limit is None:
@@ -46,6 +50,44 @@ class Floor:
     def describe(self, value: float) -> str:
         verdict = "MISSED" if self.missed(value) else "met"
         return f"{self.what} {value:.4f} (floor {'>=' if self.at_least else '<='} {self.limit}: {verdict})"
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a rate of `k` in `n`."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _entry(f: Floor, figures: Mapping[str, float]) -> dict:
+    """One floor's report: the value and the floor; with `out_of`, the interval and the margin."""
+    value = float(figures[f.figure])
+    entry: dict = {"value": value, "floor": f.limit, "at_least": f.at_least}
+    if f.out_of is not None and f.limit is not None:
+        n = int(figures[f.out_of])
+        low, high = wilson(round(value * n), n)
+        entry |= {
+            "items": n,
+            "interval_95": [round(low, 4), round(high, 4)],
+            "margin": round(low - f.limit if f.at_least else f.limit - high, 4),
+        }
+    return entry
+
+
+def inside_noise(report: Mapping[str, Mapping]) -> list[str]:
+    """The floors of a quality_floors report that sit inside their figure's sampling noise (the
+    95 % interval reaches the floor): a CPU class whose kernels round differently, or another
+    seed of the same recipe, could flip them. Empty: every floor with an interval clears it."""
+    return [
+        f"{figure} {entry['value']:.4f} of {entry['items']}: 95 % interval "
+        f"[{entry['interval_95'][0]:.4f}, {entry['interval_95'][1]:.4f}] reaches the floor "
+        f"{entry['floor']}"
+        for figure, entry in report.items()
+        if "margin" in entry and entry["margin"] <= 0
+    ]
 
 
 def check_floors(
@@ -62,22 +104,14 @@ def check_floors(
             "nothing exported or registered",
             {f.figure: float(figures[f.figure]) for f in active},
         )
-    return {
-        f.figure: {"value": float(figures[f.figure]), "floor": f.limit, "at_least": f.at_least}
-        for f in active
-    }
+    return {f.figure: _entry(f, figures) for f in active}
 
 
 def floor_report(figures: Mapping[str, float], floors: Iterable[Floor]) -> dict[str, dict]:
     """The floors measured but not enforced (a variant trained to be measured): figure -> value,
     floor and whether it was met, for metrics.json; never raises."""
     return {
-        f.figure: {
-            "value": float(figures[f.figure]),
-            "floor": f.limit,
-            "at_least": f.at_least,
-            "met": not f.missed(figures[f.figure]),
-        }
+        f.figure: _entry(f, figures) | {"met": not f.missed(figures[f.figure])}
         for f in floors
         if f.limit is not None
     }

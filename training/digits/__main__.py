@@ -25,6 +25,7 @@ from training.common.calibration import (
 )
 from training.common.entry import train_and_report
 from training.common.floors import QualityError, check_floors
+from training.common.floors import wilson as wilson_interval
 from training.common.heldout import FP32, classified, write_predictions
 from training.common.machine import describe_cpu
 from training.common.manifest import write_manifest
@@ -119,12 +120,9 @@ def evaluate(model, splits, export, temperature: float) -> tuple[dict, dict]:
     return metrics, arrays
 
 
-def wilson(right: int, n: int, z: float = 1.96) -> list[float]:
-    """The binomial 95 % (Wilson score) interval of an accuracy of `right` of `n`."""
-    p = right / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(float(centre - half), 4), round(float(centre + half), 4)]
+def wilson(right: int, n: int) -> list[float]:
+    """The binomial 95 % (Wilson score) interval of an accuracy of `right` of `n`, rounded."""
+    return [round(bound, 4) for bound in wilson_interval(right, n)]
 
 
 def selection_figures(model, images: tuple, export) -> dict:
@@ -209,7 +207,8 @@ def run(
     right = int(round(tested["accuracy"] * tested["images"]))
     tested["interval_95"] = wilson(right, tested["images"])
     evaluation["selection"] = selection
-    floors = check_floors("digits", {"test_accuracy": tested["accuracy"]}, cfg.floors,
+    floors = check_floors("digits", {"test_accuracy": tested["accuracy"],
+                                     "test_images": tested["images"]}, cfg.floors,
                           f"seed {tried[-1]['seed']}, chosen on the selection split")  # fmt: skip
     train_seconds = time.perf_counter() - started
     parity = export_all(model, export, out, splits["test"].greys[:33])

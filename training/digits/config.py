@@ -84,11 +84,12 @@ class TrainConfig:
     min_selection_accuracy: float | None = 0.93
     """Selection floor: accuracy on the selection split (its digits, their redrawn copies, glyphs
     and typeset digits, all drawn with selection_seed) at least this, or the next seed trains."""
-    min_test_accuracy: float | None = 0.97
+    min_test_accuracy: float | None = 0.93
     """Quality floor: accuracy on the held-out test split (the last 297 images), read once after
     every choice, at least this, or training fails and nothing is exported or registered
-    (training/common/floors.py). The recipe reads 0.9764 there (docs/digits.md, "Seeds").
-    None: no floor."""
+    (training/common/floors.py). None: no floor. Below the recipe's sampling noise: it reads
+    0.9764 there, 95 % interval [0.952, 0.989], and its seeds 0.9697-0.9865 (docs/digits.md,
+    "Seeds"); the lowest seed measured (0.9663) has its interval start at 0.939."""
 
     @property
     def selection_floors(self) -> tuple[Floor, ...]:
@@ -103,7 +104,7 @@ class TrainConfig:
         """The quality floors run() checks once, after the choice, before exporting."""
         return (
             Floor("test_accuracy", self.min_test_accuracy, at_least=True,
-                  what="held-out test accuracy"),
+                  what="held-out test accuracy", out_of="test_images"),
         )  # fmt: skip
 
     @property

