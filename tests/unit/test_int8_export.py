@@ -1,5 +1,6 @@
-"""model.int8.onnx: the export quantizes the tiny model, gates it against fp32 on the IMDB test
-reviews, writes it only when it passes, and `runtime: onnx-int8` serves it."""
+"""model.int8.onnx: the export quantizes the tiny model, gates it against fp32 on the IMDB reviews
+of the selection split, writes it only when it passes (then reads the test split once, for the
+report), and `runtime: onnx-int8` serves it."""
 
 import json
 import shutil
@@ -32,8 +33,17 @@ def test_tiny_export_writes_a_gated_int8_that_the_manifest_lists(sentiment_artif
     report = manifest["metrics"]["int8"]
     assert report["written"] and report["refused_because"] == []
     assert INT8_FILE in manifest["files"] and (sentiment_artifacts / INT8_FILE).is_file()
-    assert report["reviews"] == manifest["metrics"]["test_size_imdb"]
+    # The gate is a choice: it read the selection split's IMDB reviews, never the test split's.
+    selection = load_splits(TINY.seed).validation.sample(TINY.int8_selection_size, TINY.seed + 1)
+    assert report["split"] == "selection"
+    assert report["reviews"] == int((selection.source == "imdb").sum())
     assert report["fp32"]["accuracy"] - report["int8"]["accuracy"] <= Int8Gate().max_accuracy_drop
+    # The test split, read once after the gate passed: the figures reported beside the gate's.
+    assert report["test"]["reviews"] == manifest["metrics"]["test_size_imdb"]
+    assert set(report["test"]) == {"reviews", "fp32", "int8"}
+    assert report["test"]["fp32"]["accuracy"] == pytest.approx(
+        manifest["metrics"]["test_accuracy_imdb"], abs=1e-5
+    )
     assert report["size_mb"] < report["fp32_size_mb"]  # int8 MatMul weights, float embeddings
 
 

@@ -215,16 +215,29 @@ def run(
     if skip_int8:
         int8 = skipped_int8(out, skip_int8)
     else:
+        # The gate is a choice, so it reads the selection split, and model.onnx's logits there.
+        selection = splits.validation
+        if cfg.int8_selection_size is not None:
+            selection = selection.sample(cfg.int8_selection_size, cfg.seed + 1)
+        selection_rows = rows(selection.text)
         int8 = gated_int8_export(
             out,
-            rows(test.text),
-            test,
-            test_pred.logits,
+            selection_rows,
+            selection,
+            onnx_predict(
+                out / "model.onnx",
+                selection_rows,
+                cfg.threads,
+                "int8 gate, fp32",
+                cfg.progress,
+                outputs=("logits",),
+            ).logits,  # fmt: skip
             metrics["temperature"],
             cfg.threads,
             Int8Gate(max_ece=cfg.int8_max_ece),
             cfg.progress,
             keep=int8_answers,
+            test=(rows(test.text), test, test_pred.logits),
         )
     metrics |= {
         "config": cfg.name,

@@ -1,7 +1,9 @@
 """model.int8.onnx: ONNX Runtime dynamic int8 quantization of the encoder, and the gate it must pass.
 
-The gate compares int8 with fp32 on the held-out IMDB test reviews: accuracy within
-`max_accuracy_drop` and ECE after calibration within `max_ece_increase`. Calibration is the
+The gate compares int8 with fp32 on the IMDB reviews of the selection (validation) split: accuracy
+within `max_accuracy_drop` and ECE after calibration within `max_ece_increase`. The test split is
+read once, after the gate passed, for the figures the report and the README give and the per-item
+answers `make check-served` holds the served int8 model to. Calibration is the
 manifest's temperature (fitted on fp32's validation logits), because that is the temperature the
 handler serves int8 with. A refused model is never written, and the report says why.
 
@@ -21,11 +23,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from handlers.uncertainty import softmax
 from training.common.calibration import expected_calibration_error
+
+if TYPE_CHECKING:
+    from training.sentiment.data import Split
 
 INT8_FILE = "model.int8.onnx"
 FEATURES = "features"
@@ -34,7 +40,7 @@ FEATURES = "features"
 @dataclass(frozen=True)
 class Int8Gate:
     max_accuracy_drop: float = 0.005
-    """IMDB test accuracy (a fraction): int8 may be at most this much below fp32 (half a point:
+    """IMDB selection accuracy (a fraction): int8 may be at most this much below fp32 (half a point:
     int8 is the CPU default, so it must be as good as what it replaces)."""
     max_ece_increase: float = 0.01
     """ECE after calibration: int8 may be at most this much above fp32."""
@@ -92,7 +98,7 @@ def judge(fp32: dict, int8: dict, gate: Int8Gate) -> list[str]:
     drop = fp32["accuracy"] - int8["accuracy"]
     if drop > gate.max_accuracy_drop:
         reasons.append(
-            f"IMDB test accuracy {int8['accuracy']:.4f} is {drop * 100:.2f} points below fp32's "
+            f"IMDB selection accuracy {int8['accuracy']:.4f} is {drop * 100:.2f} points below fp32's "
             f"{fp32['accuracy']:.4f} (limit {gate.max_accuracy_drop * 100:.2f})"
         )
     if gate.max_ece is not None and int8["ece_after"] > gate.max_ece:
@@ -136,53 +142,75 @@ def skipped_int8(out_dir: str | Path, reason: str) -> dict:
     return {"written": False, "file": INT8_FILE, "skipped_because": reason, "refused_because": []}
 
 
+def _imdb_logits(
+    model: Path, rows: Sequence[list[int]], split, threads: int, desc: str, progress: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The IMDB rows of `split` (their indices) and `model`'s logits for them, one review per
+    call, as the handler runs int8 (each text alone: its activation scale is its own)."""
+    from training.sentiment.evaluate import onnx_predict
+
+    imdb = np.flatnonzero(np.asarray(split.source) == "imdb")
+    logits = onnx_predict(model, [rows[int(i)] for i in imdb], threads, desc, progress,
+                          outputs=("logits",)).logits  # fmt: skip
+    return imdb, np.asarray(logits)
+
+
 def gated_int8_export(
     out_dir: str | Path,
-    test_rows: Sequence[list[int]],
-    test_split,
+    rows: Sequence[list[int]],
+    split,
     fp32_logits: np.ndarray,
     temperature: float,
     threads: int = 2,
     gate: Int8Gate = Int8Gate(),
     progress: bool = False,
     keep: dict | None = None,
+    test: tuple[Sequence[list[int]], Split, np.ndarray] | None = None,
 ) -> dict:
-    """Quantize out_dir/model.onnx, gate it on the IMDB rows of the test split; write
-    out_dir/model.int8.onnx only if it passes. Returns the report (for metrics and the manifest).
-    `keep`: gets the int8 logits of those rows ("logits") and their test-split rows ("rows")."""
+    """Quantize out_dir/model.onnx and gate it on the IMDB rows of `split` (the selection split;
+    `fp32_logits`: model.onnx's for all of its rows); write out_dir/model.int8.onnx only if it
+    passes. Returns the report (for metrics and the manifest).
+    `test`: the test split's (rows, split, fp32 logits), read once after the gate passed: the
+    report's `test` figures, and `keep` gets the int8 logits of its IMDB rows ("logits") and
+    their test-split rows ("rows")."""
     out = Path(out_dir)
     final = out / INT8_FILE
     final.unlink(missing_ok=True)  # a stale int8 must never ride along with a new fp32
-    imdb = np.flatnonzero(np.asarray(test_split.source) == "imdb")
-    labels = np.asarray(test_split.label)[imdb]
     started = time.perf_counter()
+    tested: dict | None = None
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         candidate = Path(tmp) / INT8_FILE
         quantize_encoder(out / "model.onnx", candidate)
-        # One review per call, as the handler runs int8 (each text alone: its activation scale
-        # is its own), so the gate measures the answers that will be served.
-        from training.sentiment.evaluate import onnx_predict
-
-        int8_logits = onnx_predict(
-            candidate, [test_rows[int(i)] for i in imdb], threads, "int8 gate",
-            progress, outputs=("logits",),
-        ).logits  # fmt: skip
+        imdb, int8_logits = _imdb_logits(candidate, rows, split, threads, "int8 gate", progress)
+        labels = np.asarray(split.label)[imdb]
         fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
         int8 = gate_metrics(int8_logits, labels, temperature)
-        if keep is not None:
-            keep.update(logits=np.asarray(int8_logits), rows=imdb)
         reasons = judge(fp32, int8, gate)
+        if not reasons and test is not None:
+            test_rows, test_split, test_fp32 = test
+            rows_t, logits_t = _imdb_logits(candidate, test_rows, test_split, threads,
+                                            "int8 test", progress)  # fmt: skip
+            labels_t = np.asarray(test_split.label)[rows_t]
+            tested = {
+                "reviews": int(rows_t.size),
+                "fp32": gate_metrics(np.asarray(test_fp32)[rows_t], labels_t, temperature),
+                "int8": gate_metrics(logits_t, labels_t, temperature),
+            }
+            if keep is not None:
+                keep.update(logits=logits_t, rows=rows_t)
         if not reasons:
             candidate.replace(final)
     report = {
         "written": not reasons,
         "file": INT8_FILE,
+        "split": "selection",
         "reviews": int(imdb.size),
         "temperature": float(temperature),
         "fp32": fp32,
         "int8": int8,
         "gate": asdict(gate),
         "refused_because": reasons,
+        "test": tested,
         "size_mb": round(final.stat().st_size / 1e6, 1) if not reasons else None,
         "fp32_size_mb": round((out / "model.onnx").stat().st_size / 1e6, 1),
         "seconds": round(time.perf_counter() - started, 1),
@@ -207,18 +235,18 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
     pad, threads = export.pad_token_id, 2
     # The serving tokenization (the handler's encoder over the exported tokenizer.json).
     encoder = TextEncoder(artifacts / export.tokenizer, export.max_length, pad, export.kept_head())
-    test = load_splits(seed).test
-    imdb = test.take(np.flatnonzero(test.source == "imdb"))
-    rows = []
-    for text in imdb.text:
-        enc = encoder.encode([text])
-        rows.append(enc.input_ids[0].tolist())
+    splits = load_splits(seed)
     from training.sentiment.evaluate import onnx_predict
 
-    fp32_logits = onnx_predict(artifacts / "model.onnx", rows, threads, outputs=("logits",)).logits
-    report = gated_int8_export(
-        artifacts, rows, imdb, fp32_logits, export.temperature, threads, gate
-    )
+    def imdb_rows(split):
+        imdb = split.take(np.flatnonzero(split.source == "imdb"))
+        rows = [encoder.encode([text]).input_ids[0].tolist() for text in imdb.text]
+        logits = onnx_predict(artifacts / "model.onnx", rows, threads, outputs=("logits",)).logits
+        return rows, imdb, logits
+
+    rows, selection, fp32_logits = imdb_rows(splits.validation)
+    report = gated_int8_export(artifacts, rows, selection, fp32_logits, export.temperature,
+                               threads, gate, test=imdb_rows(splits.test))  # fmt: skip
     manifest["files"].pop(INT8_FILE, None)
     if report["written"]:
         manifest["files"][INT8_FILE] = sha256_file(artifacts / INT8_FILE)
@@ -230,7 +258,7 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m training.sentiment.quantize", description=__doc__)
     p.add_argument("--artifacts", type=Path, required=True, help="a finished sentiment export")
-    p.add_argument("--seed", type=int, default=0, help="the training seed (fixes the test split)")
+    p.add_argument("--seed", type=int, default=0, help="the training seed (fixes the splits)")
     args = p.parse_args(argv)
     report = add_to_artifacts(args.artifacts, args.seed)
     print(json.dumps(report, indent=2))
