@@ -290,12 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     def served_on_gpu(fp16: bool):
-        import yaml
-
         from handlers.service import ModelService, Request
 
         spec = get(args.model)
-        config = yaml.safe_load(spec.model_config.read_text()).get("handler") or {}
+        from handlers.archive import ArchiveConfig
+
+        config = dict(ArchiveConfig.read(spec.model_config.parent).handler)
         config = config | {"runtime": "torchscript"}
         load = spec.model_class().load
         art = args.artifacts / args.model

@@ -77,12 +77,11 @@ def _versions(answer: Any) -> set[str]:
 def served_runtime(name: str, artifacts: Path) -> str:
     """The runtime the server opens for `name` here: its model-config's, `auto` resolved on this
     CPU over the files artifacts/ holds (handlers/runtime.resolve_runtime)."""
-    import yaml
-
+    from handlers.archive import ArchiveConfig
     from handlers.runtime import resolve_runtime
 
-    config = registry.get(name).model_config
-    kind = (yaml.safe_load(config.read_text()).get("handler") or {}).get("runtime", "onnx")
+    config = ArchiveConfig.read(registry.get(name).model_config.parent)
+    kind = config.handler.get("runtime", "onnx")
     return resolve_runtime(kind, artifacts, "cpu")[0]
 
 

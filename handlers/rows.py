@@ -15,13 +15,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from handlers.errors import KINDS, RequestError, refusal
-from handlers.service import MODEL_CONFIG, ModelService, Request
+from handlers.service import ModelService, Request
 
 JSON = {"Content-Type": "application/json"}
 RETRY_TRIES = 8
@@ -37,13 +34,6 @@ class StillRefused(RuntimeError):
 def row_request(row: Mapping[str, Any], id: str | None = None) -> Request:
     """One table row → the Request its JSON body makes (the only place rows become Requests)."""
     return Request({k: plain(v) for k, v in row.items()}, JSON, id)
-
-
-def batch_size(model_dir: str | Path) -> int:
-    """The archive's `batchSize` (model-config.yaml), 1 when it has none."""
-    config_file = Path(model_dir) / MODEL_CONFIG
-    config = yaml.safe_load(config_file.read_text()) if config_file.is_file() else None
-    return max(1, int((config or {}).get("batchSize", 1)))
 
 
 def answer_rows(

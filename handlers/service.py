@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
-import yaml
-
 from handlers import budget
+from handlers.archive import ArchiveConfig
 from handlers.budget import Budget
 from handlers.codec import Reply, request_header
 from handlers.errors import ArchiveError, InternalError, NotServed, RequestError
@@ -50,9 +49,6 @@ EXPLAIN_HEADER = "explain"
 EXPLAIN_INPUT = "explain"
 """Over gRPC (TorchServe 0.12's inference.proto has no explanations RPC and the frontend sets no
 explain header there): an input of this name with the value "true" beside the body."""
-
-MODEL_CONFIG = "model-config.yaml"
-"""The archive's TorchServe config; its `handler:` block is the model's serving settings."""
 
 
 @dataclass(frozen=True)
@@ -159,14 +155,6 @@ def model_class(family: str) -> Any:
         ) from err
 
 
-def serving_config(model_dir: Path) -> dict:
-    """The `handler:` block of the model-config.yaml in `model_dir` ({} when there is none)."""
-    path = Path(model_dir) / MODEL_CONFIG
-    if not path.is_file():
-        return {}
-    return (yaml.safe_load(path.read_text()) or {}).get("handler") or {}
-
-
 class ModelService:
     """One model's lifecycle over batches of raw requests (see the module docstring)."""
 
@@ -193,7 +181,7 @@ class ModelService:
         model_dir = Path(model_dir)
         family = str(read_manifest(model_dir).get("model", ""))
         cls_ = model or model_class(family)
-        config = serving_config(model_dir) if config is None else config
+        config = dict(ArchiveConfig.read(model_dir).handler) if config is None else config
         return cls(cls_.load(model_dir, config, device, name or family), telemetry)
 
     @property

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from handlers.errors import BadEncoding, BadField
+from handlers.uncertainty import SCORES
 
 
 @dataclass(frozen=True)
@@ -90,17 +91,13 @@ def json_body(value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
-UNCERTAINTY = ("entropy", "mutual_information", "std")
-"""The uncertainty figures a classification answer carries per prediction."""
-
-
 def classification_outputs(labels: Sequence[str]) -> tuple[Tensor, ...]:
     """The outputs of a classifier whose JSON answer rows are {"label", "probabilities" {label: p},
     "uncertainty" {...}}: one row per input element."""
     return (
         Tensor("label", "BYTES", (-1,)),
         Tensor("probabilities", "FP64", (-1, len(labels))),
-        *(Tensor(name, "FP64", (-1,)) for name in UNCERTAINTY),
+        *(Tensor(name, "FP64", (-1,)) for name in SCORES),
     )
 
 
@@ -117,7 +114,7 @@ def classification_answer(rows: list[dict], labels: Sequence[str]) -> list[Outpu
         ),
         *(
             Output(name, "FP64", np.array([r["uncertainty"][name] for r in rows], np.float64))
-            for name in UNCERTAINTY
+            for name in SCORES
         ),
     ]
 

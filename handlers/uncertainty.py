@@ -93,6 +93,11 @@ def entropy(probs: np.ndarray, axis: int = -1) -> np.ndarray:
     return -(p * np.log(p)).sum(axis=axis)
 
 
+SCORES = ("entropy", "mutual_information", "std")
+"""The per-prediction scores of a classification answer's `uncertainty` block (beside `samples`,
+a count), as ClassUncertainty names them: every kit's answer, tensor and metric lists these."""
+
+
 @dataclass(frozen=True)
 class ClassUncertainty:
     probabilities: np.ndarray

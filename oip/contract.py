@@ -150,7 +150,7 @@ def decode(item: Any) -> np.ndarray:
         if datatype == "BOOL":
             ok = isinstance(x, bool | np.bool_)
         elif dtype.kind in "iu":
-            info = np.iinfo(dtype)
+            info = np.iinfo(str(dtype))
             ok = isinstance(x, int) and not isinstance(x, bool) and info.min <= x <= info.max
         else:
             ok = isinstance(x, int | float) and not isinstance(x, bool)

@@ -35,10 +35,10 @@ import secrets
 import sys
 import tempfile
 import uuid
-import zipfile
 from pathlib import Path
 from typing import Any
 
+from handlers.archive import ArchiveConfig, unpack
 from handlers.errors import (
     KINDS,
     REQUEST_ID_HEADER,
@@ -52,7 +52,7 @@ from handlers.errors import (
     valid_request_id,
 )
 from handlers.manifest import read_manifest
-from handlers.service import ModelService, serving_config
+from handlers.service import ModelService
 from handlers.telemetry import Telemetry
 from handlers.tensors import flag
 from oip.batcher import Batcher
@@ -139,21 +139,10 @@ def load(source: str, work: Path) -> tuple[str, Path]:
     path = Path(path_text)
     if path.suffix == ".mar":
         name = name or path.stem
-        target = work / name
-        with zipfile.ZipFile(path) as archive:
-            archive.extractall(target)
-        path = target
+        path = unpack(path, work / name)
     if not name:
         name = str(read_manifest(path).get("model", path.name))
     return name, path
-
-
-def archive_config(model_dir: Path) -> dict[str, Any]:
-    """The model-config.yaml's TorchServe keys (batchSize, maxBatchDelay, minWorkers, jobQueueSize)."""
-    import yaml
-
-    path = model_dir / "model-config.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
 def worker_devices(workers: int, gpus: int, environ: dict | None = None) -> list[str]:
@@ -178,14 +167,14 @@ def build_model(
     from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 
     Refused = _refused_class()
-    ts = archive_config(model_dir)
-    workers = int(ts.get("minWorkers") or 1)
+    archive = ArchiveConfig.read(model_dir)
+    workers = archive.min_workers
     telemetry = Telemetry(metrics, name)
     services = [
         ModelService.from_dir(
             model_dir,
             name=name,
-            config=serving_config(model_dir),
+            config=dict(archive.handler),
             device=device,
             telemetry=telemetry,
         )
@@ -194,9 +183,9 @@ def build_model(
     contract = Contract(str(read_manifest(model_dir).get("model", name)), services[0].settings)
     batcher = Batcher(
         services,
-        batch_size=int(ts.get("batchSize") or 1),
-        max_delay_s=float(ts.get("maxBatchDelay") or 0) / 1000.0,
-        queue_size=int(ts.get("jobQueueSize") or 100),
+        batch_size=archive.batch_size,
+        max_delay_s=archive.max_batch_delay_ms / 1000.0,
+        queue_size=archive.job_queue_size,
     )
     version = str(getattr(services[0].settings, "version", "") or "")
 
@@ -357,7 +346,7 @@ def _keep_binary_inputs() -> None:
             else None,
         )
 
-    InferRequest.from_bytes = classmethod(from_bytes)  # type: ignore[method-assign,assignment]
+    InferRequest.from_bytes = classmethod(from_bytes)
 
 
 def _bind(host: str) -> None:
@@ -378,7 +367,7 @@ def _bind(host: str) -> None:
     rest_proxy = types.ModuleType("uvicorn")
     rest_proxy.__dict__.update(uvicorn.__dict__)
     rest_proxy.Config = Config  # type: ignore[attr-defined]
-    rest_module.uvicorn = rest_proxy  # type: ignore[attr-defined]
+    rest_module.uvicorn = rest_proxy
 
     def server(*args: Any, **kwargs: Any) -> Any:
         kwargs["interceptors"] = (OnlyTheProtocol(), *kwargs.get("interceptors", ()))
@@ -433,7 +422,7 @@ def _bind(host: str) -> None:
     grpc_proxy = types.ModuleType("grpc.aio")
     grpc_proxy.__dict__.update(grpc.aio.__dict__)
     grpc_proxy.server = server  # type: ignore[attr-defined]
-    grpc_module.aio = grpc_proxy  # type: ignore[attr-defined]
+    grpc_module.aio = grpc_proxy
 
 
 class BodyLimit:

@@ -27,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from handlers.rows import answer_rows, batch_size
-    from handlers.service import ModelService, serving_config
+    from handlers.archive import ArchiveConfig
+    from handlers.rows import answer_rows
+    from handlers.service import ModelService
     from scoring import inputs, job
     from scoring.model import resolve
     from tools import registry
@@ -45,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         table = pa.Table.from_pylist([{"id": i} | b for i, b in enumerate(bodies)])
         pq.write_table(table, src, row_group_size=max(1, args.rows // (4 * cpus)))
 
-        config = serving_config(Path(model.config_dir))
-        service = ModelService.from_dir(model.model_dir, config=config)
-        size = batch_size(model.config_dir)
+        config = ArchiveConfig.read(model.config_dir)
+        service = ModelService.from_dir(model.model_dir, config=dict(config.handler))
+        size = config.batch_size
         answer_rows(service, bodies[: size * 2], size)  # warm-up
         begin = time.perf_counter()
         answer_rows(service, bodies, size)

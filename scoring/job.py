@@ -27,14 +27,15 @@ class Scorer:
     read, answered in batches of the archive's batchSize (handlers/rows.py) and written."""
 
     def __init__(self, model: dict, id_column: str, output: str, id_type: str = "string"):
-        from handlers.rows import answer_rows, batch_size
-        from handlers.service import ModelService, serving_config
+        from handlers.archive import ArchiveConfig
+        from handlers.rows import answer_rows
+        from handlers.service import ModelService
         from tools import registry
 
         self.model = ModelRef(**model)
-        config = serving_config(Path(self.model.config_dir))
-        self.service = ModelService.from_dir(self.model.model_dir, config=config)
-        self.batch_size = batch_size(self.model.config_dir)
+        config = ArchiveConfig.read(self.model.config_dir)
+        self.service = ModelService.from_dir(self.model.model_dir, config=dict(config.handler))
+        self.batch_size = config.batch_size
         self.id_column = id_column
         self.id_type = id_type
         self.output = open_output(output)

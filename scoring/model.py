@@ -3,13 +3,13 @@ a `.mar`, or an MLflow model URI (`models:/<name>/<version or alias>`)."""
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from handlers import registry
+from handlers.archive import MODEL_CONFIG, unpack
+from handlers.errors import ArchiveError
 from handlers.manifest import MANIFEST_FILE, read_manifest, sha256_file
-from handlers.service import MODEL_CONFIG
 from scoring.errors import ScoringError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,14 +48,10 @@ def resolve(name: str, source: str | None, work: Path) -> ModelRef:
     else:
         path = Path(source)
         if path.suffix == ".mar":
-            if not path.is_file():
-                raise ScoringError(f"{source}: no such archive")
             try:
-                with zipfile.ZipFile(path) as zf:
-                    zf.extractall(work / "mar")
-            except (zipfile.BadZipFile, OSError) as err:
-                raise ScoringError(f"{source}: not a readable .mar ({err})") from None
-            model_dir = work / "mar"
+                model_dir = unpack(source, work / "mar")
+            except ArchiveError as err:
+                raise ScoringError(str(err)) from None
         elif path.is_dir():
             model_dir = path
         else:

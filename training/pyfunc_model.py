@@ -32,12 +32,12 @@ ANSWERS = ("dicts", "json")
 
 class ServedModel(PythonModel):
     def load_context(self, context):
-        from handlers.rows import batch_size
+        from handlers.archive import ArchiveConfig
         from handlers.service import ModelService
 
         model_dir = Path(context.artifacts["model_dir"])
         self.service = ModelService.from_dir(model_dir)
-        self.batch_size = batch_size(model_dir)
+        self.batch_size = ArchiveConfig.read(model_dir).batch_size
         self.answers = (context.model_config or {}).get("answers", "dicts")
         if self.answers not in ANSWERS:
             raise ValueError(f"model config answers={self.answers!r}: want one of {ANSWERS}")

@@ -3,10 +3,10 @@ sentiment name and settings, its fp16 gate probed with reviews."""
 
 from __future__ import annotations
 
-from handlers.kits.text.classifier import SELF_CHECK_TEXTS, UNCERTAINTY_SCORES, TextPredictor
+from handlers.kits.text.classifier import SELF_CHECK_TEXTS, TextPredictor
 from handlers.sentiment.settings import SentimentSettings, parse_settings
 
-__all__ = ["FP16_PROBE_TEXTS", "UNCERTAINTY_SCORES", "SentimentPredictor"]
+__all__ = ["FP16_PROBE_TEXTS", "SentimentPredictor"]
 
 FP16_PROBE_TEXTS = [
     *SELF_CHECK_TEXTS,

@@ -22,8 +22,7 @@ from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
 from handlers.tabular.settings import TabularSettings, parse_settings
 from handlers.telemetry import Telemetry
-from handlers.tensors import UNCERTAINTY
-from handlers.uncertainty import MLPHead, classify_with_uncertainty
+from handlers.uncertainty import SCORES, MLPHead, classify_with_uncertainty
 
 
 class TabularModel:
@@ -83,7 +82,7 @@ class TabularModel:
             {
                 "label": classes[int(np.argmax(p))],
                 "probabilities": {c: float(v) for c, v in zip(classes, p, strict=True)},
-                "uncertainty": {m: float(getattr(u, m)[i]) for m in UNCERTAINTY}
+                "uncertainty": {m: float(getattr(u, m)[i]) for m in SCORES}
                 | {"samples": u.samples},
                 "out_of_range": self.schema.out_of_range(row),
                 **self.distance.judge(d),
@@ -111,7 +110,7 @@ class TabularModel:
     def report(self, answers: list[kit.Answers], telemetry: Telemetry) -> None:
         rows = [r for a in answers for r in a.rows]
         telemetry.predictions(r["label"] for r in rows)
-        for m in UNCERTAINTY:
+        for m in SCORES:
             telemetry.uncertainty(m, [r["uncertainty"][m] for r in rows])
 
     @cached_property

@@ -21,8 +21,9 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from handlers.rows import answer_rows, batch_size
-from handlers.service import ModelService, serving_config
+from handlers.archive import ArchiveConfig
+from handlers.rows import answer_rows
+from handlers.service import ModelService
 from scoring.__main__ import main
 from tests.support.mlflow_server import own_store
 from tools import registry
@@ -85,11 +86,8 @@ def write(rows: list[dict], path: Path) -> Path:
 
 def as_archived(artifacts: Path) -> tuple[ModelService, int]:
     """The in-process service over `artifacts` with the model-config.yaml its archive carries."""
-    config_dir = ROOT / "handlers" / "sentiment"
-    return (
-        ModelService.from_dir(artifacts, config=serving_config(config_dir)),
-        batch_size(config_dir),
-    )
+    config = ArchiveConfig.read(ROOT / "handlers" / "sentiment")
+    return ModelService.from_dir(artifacts, config=dict(config.handler)), config.batch_size
 
 
 def scored(out: Path) -> list[dict]:

@@ -28,10 +28,7 @@ from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
-from handlers.uncertainty import MLPHead, classify_with_uncertainty
-
-UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
-"""The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
+from handlers.uncertainty import SCORES, MLPHead, classify_with_uncertainty
 
 
 @dataclass(frozen=True)
@@ -242,5 +239,5 @@ class ImagePredictor(Predictor[ImageSettings]):
         (handlers/telemetry.py)."""
         predictions = [c for a in answers for c in a.predictions]
         telemetry.predictions(c.label for c in predictions)
-        for measure in UNCERTAINTY_SCORES:
+        for measure in SCORES:
             telemetry.uncertainty(measure, [getattr(c, measure) for c in predictions])

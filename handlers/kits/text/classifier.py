@@ -22,9 +22,6 @@ from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime, resolve_runtime
 from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
-UNCERTAINTY_SCORES = ("entropy", "mutual_information", "std")
-"""The per-prediction scores of an answer's `uncertainty` block (beside `samples`, a count)."""
-
 SELF_CHECK_TEXTS = ["a short one", "a somewhat longer text to check that padding is masked out"]
 FP16_PROBE_TEXTS = [
     *SELF_CHECK_TEXTS,

@@ -14,11 +14,12 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
+from handlers import uncertainty
 from handlers.budget import Budget
 from handlers.codec import Reply, decode_request
 from handlers.errors import RequestError
 from handlers.explain import Explanations
-from handlers.kits.text.classifier import UNCERTAINTY_SCORES, TextPredictor
+from handlers.kits.text.classifier import TextPredictor
 from handlers.kits.text.codec import Classification
 from handlers.kits.text.inputs import TextRequest, parse_texts
 from handlers.kits.text.settings import TextSettings
@@ -118,5 +119,5 @@ class TextModel(PredictorModel[TextPredictor]):
         predictions = [p for a in answers for p in a.predictions]
         telemetry.predictions(p["label"] for p in predictions)
         telemetry.truncated(sum(bool(p["truncated"]) for p in predictions))
-        for measure in UNCERTAINTY_SCORES:
+        for measure in uncertainty.SCORES:
             telemetry.uncertainty(measure, [p["uncertainty"][measure] for p in predictions])
