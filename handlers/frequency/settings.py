@@ -139,8 +139,10 @@ class FrequencyExport:
             frequencies=served,
             hidden=positive_int(require(block, "hidden", where), "manifest hidden"),
             layers=positive_int(require(block, "layers", where), "manifest layers"),
-            sequence=ExportGraph.from_block(block, "sequence", needs_files=False),
-            step=ExportGraph.from_block(block, "step", needs_files=True),
+            sequence=ExportGraph.from_block(
+                block, "sequence", needs_files=False, model="frequency"
+            ),
+            step=ExportGraph.from_block(block, "step", needs_files=True, model="frequency"),
             head=text(block.get("head", cls.head), "manifest head"),
             ood_threshold=_fraction(block.get("ood_threshold"), "manifest ood_threshold"),
             nonstationarity_threshold=_fraction(
@@ -212,10 +214,6 @@ class FrequencySettings(SignalSettings):
         """(n,) factors of the served std band (FrequencyExport.band_scale; 1 without one)."""
         scale = self.export.band_scale
         return np.ones(n) if scale is None else scale.factors(mode, start, n)
-
-
-SERVING_KEYS = frozenset(f.alias or n for n, f in FrequencySettings.model_fields.items())
-"""The knobs model-config.yaml's `handler:` block may set."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> FrequencySettings:

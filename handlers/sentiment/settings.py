@@ -7,7 +7,7 @@ from typing import Literal
 
 from handlers.kits.text.settings import HEAD_TAIL, TextExport, TextSettings
 
-__all__ = ["HEAD_TAIL", "SERVING_KEYS", "SentimentExport", "SentimentSettings", "parse_settings"]
+__all__ = ["HEAD_TAIL", "SentimentExport", "SentimentSettings", "parse_settings"]
 
 SentimentExport = TextExport
 
@@ -20,10 +20,6 @@ class SentimentSettings(TextSettings):
     """auto (the gated int8 export on a CPU, fp32 ONNX on an accelerator or where the gate refused
     int8: handlers/runtime.resolve_runtime), onnx, onnx-int8 (the export's gated model.int8.onnx;
     each text runs alone, so its answer never depends on its batch) or torchscript."""
-
-
-SERVING_KEYS = frozenset(SentimentSettings.model_fields)
-"""The knobs model-config.yaml's `handler:` block may set."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> SentimentSettings:

@@ -46,9 +46,7 @@ class ExportGraph:
         return block
 
     @classmethod
-    def from_block(
-        cls, block: dict, name: str, needs_files: bool, model: str = "frequency"
-    ) -> ExportGraph:
+    def from_block(cls, block: dict, name: str, needs_files: bool, model: str) -> ExportGraph:
         where = f"manifest handler.{name}"
         graph = require(block, name, "manifest handler block")
         if not isinstance(graph, dict):
