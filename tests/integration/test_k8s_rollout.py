@@ -222,6 +222,8 @@ def test_the_answers_metric_runs_the_judge_from_the_serving_image_against_both_s
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     assert judge["securityContext"]["allowPrivilegeEscalation"] is False
+    assert judge["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"cpu", "memory"} <= judge["resources"]["limits"].keys()
     assert judge["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
