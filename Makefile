@@ -278,7 +278,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
-k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay and k8s/scoring, validate (strict schemas, KEDA CRD, checkov): summary + failures
+k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay and k8s/scoring, validate (strict schemas, KEDA CRD, Argo Rollouts CRDs, checkov): summary + failures
 	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
 lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ tools/ deploy/ clients/ training/ scoring/ oip/, the import layering (pyproject.toml)

@@ -9,7 +9,8 @@ Rendering is plain `kubectl kustomize`, as Argo CD, Flux and `kubectl apply -k` 
 kubernetes-validate ships its schemas, so validation works offline; strict mode rejects fields a
 schema does not know (a typo in a probe or securityContext would otherwise pass silently). Custom
 resources are checked by their own models and counted apart: KEDA's ScaledObject by
-deploy/k8s_crds.py, the scoring job's KubeRay RayJob by deploy/kuberay.py.
+deploy/k8s_crds.py, the scoring job's KubeRay RayJob by deploy/kuberay.py, Argo Rollouts' Rollout
+and AnalysisTemplate against the controller's own CRD schemas by deploy/argo_rollouts.py.
 It prints a summary and the details of failures only.
 """
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
-from deploy import k8s_crds, kuberay
+from deploy import argo_rollouts, k8s_crds, kuberay
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERLAYS = ROOT / "k8s" / "overlays"
@@ -62,17 +63,23 @@ def kustomizations() -> dict[str, Path]:
 
 
 def is_custom(obj: dict) -> bool:
-    return k8s_crds.is_custom(obj) or kuberay.is_rayjob(obj)
+    return k8s_crds.is_custom(obj) or kuberay.is_rayjob(obj) or argo_rollouts.is_argo(obj)
 
 
 def custom_label(obj: dict) -> str:
     if kuberay.is_rayjob(obj):
         return "ray.io/v1 RayJob (KubeRay CRD fields, deploy/kuberay.py)"
+    if argo_rollouts.is_argo(obj):
+        return argo_rollouts.label(obj)
     return k8s_crds.label(obj)
 
 
 def custom_errors(obj: dict) -> list[str]:
-    return kuberay.errors(obj) if kuberay.is_rayjob(obj) else k8s_crds.errors(obj)
+    if kuberay.is_rayjob(obj):
+        return kuberay.errors(obj)
+    if argo_rollouts.is_argo(obj):
+        return argo_rollouts.errors(obj)
+    return k8s_crds.errors(obj)
 
 
 def kubectl() -> str:
