@@ -440,7 +440,9 @@ def answer_json(
     comps = (
         [{"frequency": f, "signal": signal[j]} for j, f in enumerate(frequencies)]
         if std is None
-        else [{"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)]
+        else [
+            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
+        ]
     )
     body: dict = {
         "sample_rate": sample_rate,
