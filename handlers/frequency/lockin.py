@@ -78,7 +78,10 @@ def window_inputs(
     r, w = windows.shape
     scale = running_scale(windows)
     hz = np.asarray(frequencies, dtype=np.float64)[np.asarray(selectors, dtype=np.int64)]
-    sin, cos = reference(hz, np.broadcast_to(np.arange(w), (r, w)), sample_rate)
+    # Every row starts at index 0: one oscillator row per distinct frequency, the same numbers.
+    distinct, row_of = np.unique(hz, return_inverse=True)
+    sin_d, cos_d = reference(distinct, np.arange(w), sample_rate)
+    sin, cos = sin_d[row_of.reshape(-1)], cos_d[row_of.reshape(-1)]
     x = windows / scale
     x[np.arange(w)[None, :] >= lengths[:, None]] = 0.0
     products = np.stack([x * sin, x * cos], axis=-1)
