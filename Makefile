@@ -209,7 +209,7 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 # BENCH_ARGS: options of `python -m bench`, e.g. "--models <model> --runtimes onnx --concurrency 1,4" or "--bodies json,float32 --workers 1,2".
 # The default compares greedy batching (the model-configs' 1 ms) with the old 20 ms window side by side.
 BENCH_ARGS ?= --variant maxBatchDelay=20
-bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, lone-client tax, time breakdown, what the cores allow; reports/bench.{json,md,png}
+bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, lone-client tax, time breakdown, what the cores allow, frequency against a no-op of its sizes (the serving ceiling); reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
 
 bench-explain: $(STORE)/sentiment.mar ## Sentiment explanations served: a lone client's 230-word reviews (p50), then prediction latency while explanations flood; reports/explanations/

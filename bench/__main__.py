@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from bench import ceiling
 from bench.cpu import CpuMeter
 from bench.inprocess import (
     InProcess,
@@ -159,6 +160,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "side (bench/oip.py): each runtime's closed-loop run lasts this long (0: skip)",
     )
     p.add_argument("--oip-rounds", type=int, default=2, help="rounds of that comparison")
+    p.add_argument(
+        "--ceiling-rounds",
+        type=int,
+        default=2,
+        help="a model with float32 bodies (frequency) against a no-op model of its request and "
+        "answer sizes in the same TorchServe (bench/ceiling.py), per body and protocol: rounds of "
+        "the pair, best of each (0: skip)",
+    )
+    p.add_argument(
+        "--ceiling-clients", type=int, default=16, help="closed-loop clients of that comparison"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     args = p.parse_args(argv)
@@ -306,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     steps = tqdm(total=2 * len(todo) * len(variants) + per_row, desc="bench", unit="step")
     in_process, stages, handler, bare_args, lone = {}, {}, {}, {}, {}
+    noops: dict[str, tuple[str, Path]] = {}  # model archive -> (no-op archive name, its .mar)
 
     def archive_name(model: str, runtime: str, label: str | None) -> str:
         base = f"{model}_{RUNTIME_SUFFIX[runtime]}"
@@ -341,6 +354,15 @@ def main(argv: list[str] | None = None) -> int:
                     handler[(name, body)] = handler_throughput(
                         model, art, runtime, payloads, body, args.min_seconds, overrides
                     )
+                if args.ceiling_rounds > 0 and not any(n.startswith(model) for n in noops):
+                    steps.set_postfix_str(f"no-op of {name}'s sizes")
+                    service = ceiling.in_process_service(model, art, runtime, overrides)
+                    prebuilt = ceiling.answers(service, payloads[0], model)
+                    noop = f"noop_{name}"
+                    noops[name] = (
+                        noop,
+                        ceiling.build_noop(store, noop, archives[name], prebuilt, args.workdir),
+                    )
             steps.update()
     for model, runtime, _art, label, body, workers in plan_rows:
         name = archive_name(model, runtime, label)
@@ -364,8 +386,11 @@ def main(argv: list[str] | None = None) -> int:
 
     steps.set_postfix_str("starting TorchServe")
     server = start_torchserve(
-        args.workdir / "serve", archives, overrides={"job_queue_size": "1000"}
+        args.workdir / "serve",
+        archives | dict(noops.values()),
+        overrides={"job_queue_size": "1000"},
     )
+    ceilings: list[dict] = []
     replicas: dict[tuple[str, int], Replicas] = {}
 
     def reference(row: dict):
@@ -413,6 +438,32 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
                     steps.update()
+        for name, (noop, _mar) in noops.items():
+            model = next(r["model"] for r in results if r["archive"] == name)
+            workers = serving_shape(model, overrides)[0].workers
+            if workers_now.get(name, workers) != workers:  # as the no-op serves: its config's
+                set_workers(server, name, workers)
+            steps.set_postfix_str(f"ceiling {name} against {noop}")
+            ceilings.append(
+                ceiling.measure(
+                    lambda archive, payloads, c, proto, body, codec: served_load(
+                        settings, archive, payloads, c, proto, body=body, codec_model=codec
+                    ),
+                    model,
+                    name,
+                    noop,
+                    bench_payloads(
+                        model, max(args.requests, 4 * args.ceiling_clients), args.model_options
+                    ),  # fmt: skip
+                    args.ceiling_clients,
+                    [
+                        (b, p)
+                        for b in model_bodies(model, args.bodies)
+                        for p in row_protocols(args, b)
+                    ],
+                    args.ceiling_rounds,
+                )
+            )
     finally:
         for r in replicas.values():
             r.close()
@@ -452,7 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if oip_section is not None:
         report["oip"] = oip_section
-    report["failures"] = failures(report)
+    if ceilings:
+        report["noop_ceiling"] = ceilings
+    report["failures"] = failures(report) + ceiling.failures(ceilings)
     table = markdown_table(report)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(report, indent=2))

@@ -225,6 +225,10 @@ def markdown_table(report: dict) -> str:
         from bench.oip import markdown as oip_markdown
 
         lines += oip_markdown(report["oip"])
+    for section in report.get("noop_ceiling") or []:
+        from bench.ceiling import markdown as ceiling_markdown
+
+        lines += ceiling_markdown(section)
     return "\n".join(lines)
 
 

@@ -71,15 +71,18 @@ def served_load(
     protocol: str = "rest",
     body: str = "json",
     probe: Probe | None = None,
+    codec_model: str | None = None,
 ) -> dict:
     """Send every payload once with `concurrency` callers (one client each); time each call.
     A float32 answer is decoded (as a client would) inside the timed call. A `probe` is started
-    after the warm-up and stopped after the timed calls; what it returns joins the result."""
+    after the warm-up and stopped after the timed calls; what it returns joins the result.
+    `codec_model`: the model whose codec writes and reads float32 bodies (default `model`; a
+    no-op stand-in of another model's sizes names that model)."""
     local = threading.local()
     clients = []
     lock = threading.Lock()
-    codec = binary_codec(model) if body == "float32" else None
-    requests = [float32_request(p, model) for p in payloads] if codec else payloads
+    codec = binary_codec(codec_model or model) if body == "float32" else None
+    requests = [float32_request(p, codec_model or model) for p in payloads] if codec else payloads
 
     def client():
         if not hasattr(local, "client"):

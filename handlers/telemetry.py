@@ -182,17 +182,18 @@ class Telemetry:
         for v in values:
             self.emit(UNCERTAINTY, float(v), Measure=measure)
 
-    def extractions(self, answers: Iterable[tuple[Iterable[float], Iterable[Any]]]) -> None:
+    def extractions(self, answers: Iterable[tuple[Iterable[float], Any]]) -> None:
         """Signal decomposition, for a batch's (frequencies, stds) answers: one prediction per
         extracted component, labelled by its Hz (one counter line per label for the whole batch),
-        with the component's mean MC-dropout std as its uncertainty score."""
+        with the component's mean MC-dropout std as its uncertainty score (stds None: an answer
+        asked without the band, counted with no score)."""
         pairs = [
-            (f, _mean(sd))
+            (f, None if stds is None else _mean(stds[j]))
             for frequencies, stds in answers
-            for f, sd in zip(frequencies, stds, strict=True)
+            for j, f in enumerate(frequencies)
         ]
         self.predictions(f"{f:g}Hz" for f, _ in pairs)
-        self.uncertainty("std", [m for _, m in pairs])
+        self.uncertainty("std", [m for _, m in pairs if m is not None])
 
 
 def _mean(values: Any) -> float:

@@ -8,13 +8,19 @@ from pathlib import Path
 
 import numpy as np
 
-from handlers.frequency.lockin import Carried, read_windows, stream_answer, stream_chunk
+from handlers.frequency.lockin import (
+    Carried,
+    read_windows,
+    stream_answer,
+    stream_chunk,
+    stream_signal,
+)
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.state import StreamState
 from handlers.frequency.stationarity import Stats, update
 from handlers.kits.signal.codec import SignalRequest
 from handlers.kits.signal.predict import Components
-from handlers.kits.signal.windowing import windowed
+from handlers.kits.signal.windowing import num_windows, windowed
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.uncertainty import MLPHead
 
@@ -54,18 +60,36 @@ class FrequencyEngine:
     def windows(self, requests: list[SignalRequest]) -> list[Components]:
         """Every window of every request and requested frequency, each read forward and
         backward (handlers/frequency/lockin.read_windows), in one runtime call, stitched back
-        (handlers/kits/signal/windowing.windowed)."""
+        (handlers/kits/signal/windowing.windowed). The band is computed only for the requests
+        that ask for it (`SignalRequest.band`); the answers are the same either way."""
         s = self.settings
+        # Row by row as windowed lays them out: per request, per selector, its windows.
+        banded = np.array(
+            [
+                r.band
+                for r in requests
+                for _ in range(len(r.selectors) * num_windows(r.signal.shape[0], s.window, s.hop))
+            ],
+            dtype=bool,
+        )
 
         def read(rows: np.ndarray, lengths: np.ndarray, selectors: np.ndarray) -> tuple:
             return read_windows(rows, lengths, selectors, s.frequencies, s.sample_rate, s.block,
-                                self._run_sequence, self.head_weight, self.head.dropout)  # fmt: skip
+                                self._run_sequence, self.head_weight, self.head.dropout,
+                                banded)  # fmt: skip
 
         pairs = [(r.signal, r.selectors) for r in requests]
         return [
             # the band calibrated at training (handlers/frequency/settings.BandScale)
-            Components(out, (std * s.band_factors("windows", 0, std.shape[-1])).astype(std.dtype))
-            for out, std in windowed(pairs, s.window, s.hop, read, HANN)
+            Components(
+                out,
+                (std * s.band_factors("windows", 0, std.shape[-1])).astype(std.dtype)
+                if req.band
+                else None,
+            )
+            for req, (out, std) in zip(
+                requests, windowed(pairs, s.window, s.hop, read, HANN), strict=True
+            )
         ]
 
     def zero_state(self, req: SignalRequest) -> StreamState:
@@ -122,11 +146,15 @@ class FrequencyEngine:
         for i, (_, state) in enumerate(chunks):
             iq, hidden, hn, cn = stepped[i]
             prep = prepared[i][1]
-            answer, std = stream_answer(iq, hidden, state.h[-1], prep, self.head_weight,
-                                        self.head.dropout)  # fmt: skip
+            req = chunks[i][0]
+            std: np.ndarray | None = None
+            if req.band:
+                answer, std = stream_answer(iq, hidden, state.h[-1], prep, self.head_weight,
+                                            self.head.dropout)  # fmt: skip
+            else:
+                answer = stream_signal(iq, state.h[-1], prep, self.head_weight)
             after: Carried = prep[-1]
             stats = state.stats if state.stats is not None else Stats.zero(len(s.frequencies))
-            req = chunks[i][0]
             stats = update(stats, req.signal, state.samples_seen, s.sample_rate, s.frequencies)
             new = StreamState(
                 h=np.ascontiguousarray(hn, dtype=np.float32),
@@ -138,6 +166,9 @@ class FrequencyEngine:
                 acc=after.acc,
                 stats=stats,
             )
-            std = std * s.band_factors("stream", state.samples_seen, std.shape[1])  # calibrated
-            results.append((Components(answer.astype(np.float32), std.astype(np.float32)), new))
+            if std is not None:  # calibrated
+                std = (std * s.band_factors("stream", state.samples_seen, std.shape[1])).astype(
+                    np.float32
+                )
+            results.append((Components(answer.astype(np.float32), std), new))
         return results

@@ -78,7 +78,10 @@ def window_inputs(
     r, w = windows.shape
     scale = running_scale(windows)
     hz = np.asarray(frequencies, dtype=np.float64)[np.asarray(selectors, dtype=np.int64)]
-    sin, cos = reference(hz, np.broadcast_to(np.arange(w), (r, w)), sample_rate)
+    # Every row starts at index 0: one oscillator row per distinct frequency, the same numbers.
+    distinct, row_of = np.unique(hz, return_inverse=True)
+    sin_d, cos_d = reference(distinct, np.arange(w), sample_rate)
+    sin, cos = sin_d[row_of.reshape(-1)], cos_d[row_of.reshape(-1)]
     x = windows / scale
     x[np.arange(w)[None, :] >= lengths[:, None]] = 0.0
     products = np.stack([x * sin, x * cos], axis=-1)
@@ -140,12 +143,14 @@ def read_windows(
     run,
     head_weight: np.ndarray,
     dropout: float,
+    banded: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The sequence mode over windows (R, W) of raw samples, `lengths[r]` real each: every window
     read forward and backward (a reversed sum of sinusoids is one too) in one `run` call, the two
     answers blended by how much of the window each had read. `run` maps LSTM inputs (R', NB,
     2 + F) to ((I, Q) (R', NB, 2), hidden states (R', NB, H)). Returns answers and std bands
-    (R, W) in the signal's units."""
+    (R, W) in the signal's units; `banded` (R,) bool: the rows whose band is computed (None: all),
+    the others' band left zero (the answers do not depend on it)."""
     r, w = windows.shape
     both = np.concatenate([windows, reverse_rows(windows, lengths)])
     lens = np.concatenate([lengths, lengths])
@@ -153,7 +158,16 @@ def read_windows(
     x, scale, sin, cos = window_inputs(both, lens, sel, frequencies, sample_rate, block)
     iq, hidden = run(x)
     out = compose(iq, sin, cos, block) * scale
-    std = band(band_terms(hidden, head_weight, dropout), sin, cos, block) * scale
+    rows = np.ones(r, dtype=bool) if banded is None else np.asarray(banded, dtype=bool)
+    both_rows = np.concatenate([rows, rows])
+    std = np.zeros_like(out)
+    if both_rows.all():
+        std = band(band_terms(hidden, head_weight, dropout), sin, cos, block) * scale
+    elif both_rows.any():
+        std[both_rows] = (
+            band(band_terms(hidden[both_rows], head_weight, dropout),
+                 sin[both_rows], cos[both_rows], block) * scale[both_rows]
+        )  # fmt: skip
     fwd, back = out[:r], reverse_rows(out[r:], lengths)
     fwd_std, back_std = std[:r], reverse_rows(std[r:], lengths)
     answer = np.zeros((r, w))
@@ -162,7 +176,8 @@ def read_windows(
         wf, wb = blend_weights(int(m), w, block)
         total = wf + wb
         answer[k] = (fwd[k] * wf + back[k] * wb) / total
-        spread[k] = (fwd_std[k] * wf + back_std[k] * wb) / total
+        if rows[k]:
+            spread[k] = (fwd_std[k] * wf + back_std[k] * wb) / total
     return answer, spread
 
 
@@ -219,6 +234,16 @@ def stream_chunk(
     return feats, (scale, sin, cos, which, carried_after)
 
 
+def stream_signal(
+    iq: np.ndarray, held_hidden: np.ndarray, prepared, head_weight: np.ndarray
+) -> np.ndarray:
+    """The chunk's answers (F, n) alone, without their band (`stream_answer`'s first half)."""
+    scale, sin, cos, which, _ = prepared
+    outs = np.concatenate([held_hidden[:, None] @ head_weight.T, iq], axis=1)
+    per = outs[:, which]  # (F, n, 2)
+    return (per[..., 0] * sin + per[..., 1] * cos) * scale
+
+
 def stream_answer(
     iq: np.ndarray,
     hidden: np.ndarray,
@@ -230,10 +255,8 @@ def stream_answer(
     """The chunk's answers (F, n) and bands: each sample answered by the output of the last block
     completed before its own (`held_hidden` (F, H): the top layer's state before the chunk)."""
     scale, sin, cos, which, _ = prepared
+    answer = stream_signal(iq, held_hidden, prepared, head_weight)
     states = np.concatenate([held_hidden[:, None].astype(np.float32), hidden], axis=1)
-    outs = np.concatenate([held_hidden[:, None] @ head_weight.T, iq], axis=1)
-    per = outs[:, which]  # (F, n, 2)
-    answer = (per[..., 0] * sin + per[..., 1] * cos) * scale
     terms = band_terms(states, head_weight, dropout)[:, which]
     var = terms[..., 0] * sin * sin + 2 * terms[..., 1] * sin * cos + terms[..., 2] * cos * cos
     return answer, np.sqrt(np.maximum(var, 0.0)) * scale

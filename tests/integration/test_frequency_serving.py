@@ -218,3 +218,27 @@ def test_a_default_model_sized_state_header_reaches_the_handler(server):
     )
     print(f"default-model state header: {longest} characters -> {resp.status_code}")
     assert resp.status_code == 400 and "wrong size" in resp.json()["error"], resp.text
+
+
+def test_without_the_band_the_served_answer_is_the_signals_alone_and_half_the_size(server, signal):
+    """`band: false` (JSON, REST) and `X-Band: false` (float32): the same signal floats as the
+    default answer, no std, about half the bytes; a bad value is the catalogue's 400."""
+    ask = {"signal": signal.tolist(), "frequencies": [1, 3]}
+    full = server.post(PATH, json=ask)
+    half = server.post(PATH, json=ask | {"band": False})
+    assert full.status_code == half.status_code == 200, half.text
+    assert all(set(c) == {"frequency", "signal"} for c in half.json()["components"])
+    np.testing.assert_array_equal(components(half), components(full))
+    assert len(half.content) < 0.6 * len(full.content)
+    raw = signal.astype("<f4").tobytes()
+    headers = {"Content-Type": RAW, "Accept": RAW, "X-Frequencies": "1,3"}
+    full_f = server.post(PATH, data=raw, headers=headers)
+    half_f = server.post(PATH, data=raw, headers=headers | {"X-Band": "false"})
+    assert half_f.status_code == 200 and half_f.headers["X-Shape"] == f"1,2,{signal.size}"
+    assert half_f.content == full_f.content[: len(full_f.content) // 2]
+    for resp in (
+        server.post(PATH, json=ask | {"band": "no"}),
+        server.post(PATH, data=raw, headers=headers | {"X-Band": "no"}),
+    ):
+        assert resp.status_code == 400 and resp.json()["kind"] == "bad_field", resp.text
+        assert "band" in resp.json()["error"].lower()

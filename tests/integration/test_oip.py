@@ -165,6 +165,36 @@ def test_frequency_signal_equals_the_in_process_float32_answer_to_the_bit(
     assert got["frequencies"].tolist() == list(answer.frequencies)
 
 
+@pytest.mark.parametrize(("transport", "binary"), TRANSPORTS)
+def test_frequency_without_the_band_answers_the_same_signal_and_no_std(
+    oip_server, services, transport, binary
+):
+    from handlers.frequency.codec import decode_answer, request_float32
+
+    settings = services["frequency"].settings
+    t = np.arange(256)
+    signal = np.sin(2 * np.pi * settings.frequencies[0] * t / settings.sample_rate).astype(
+        np.float32
+    )
+    [result] = oip_server.run(
+        [
+            call(
+                "frequency",
+                [("signal", "FP32", signal)],
+                transport,
+                binary,
+                parameters={"band": False},
+            )
+        ]
+    )
+    got = _outputs(result)
+    assert "std" not in got
+    body, headers = request_float32(signal)
+    answer = decode_answer(*in_process(services["frequency"], body, headers))
+    assert np.array_equal(got["signal"], answer.signal)
+    assert got["frequencies"].tolist() == list(answer.frequencies)
+
+
 def test_frequency_stream_continues_from_the_state_it_answered(oip_server, services):
     from handlers.frequency.codec import decode_answer, request_float32
 

@@ -187,6 +187,13 @@ def test_numeric_data_that_disagrees_with_its_shape_or_datatype_is_a_400(oip_ser
     assert_refused(r)
 
 
+@pytest.mark.parametrize("band", ["maybe", 1, ""])
+def test_a_bad_band_parameter_is_a_400_naming_it(oip_server, band):
+    signal = {"name": "signal", "datatype": "FP32", "shape": [2], "data": [0.5, 0.25]}
+    r = infer_json(oip_server, "frequency", {"inputs": [signal], "parameters": {"band": band}})
+    assert "band" in assert_refused(r)["error"]
+
+
 @pytest.mark.parametrize("value", ["abc", "-5", "1e3", "1 2", "99999999999999999999999", ""])
 @pytest.mark.parametrize("token", [True, False])
 def test_a_non_numeric_inference_header_content_length_is_a_400(oip_server, value, token):

@@ -371,3 +371,64 @@ def test_the_report_shows_torchserve_and_oip_side_by_side_with_the_cpu(report):
     assert "AMD EPYC (AVX-512 BF16 class)" in section
     assert "| 16 clients (answered/s) | 16.37 | 15.10 | 0.922 |" in section
     assert "| lone client p50, interleaved (ms) | 52.7 | 55.3 | +2.6 ms |" in section
+
+
+def test_the_noop_ceiling_section_carries_both_rates_their_ratio_and_the_cpu(report):
+    """bench/ceiling.py: per body and protocol, the model's served rate beside the no-op's (the
+    frontend's ceiling for the same sizes), best of the rounds, their ratio, the CPU named; a
+    ceiling row whose calls failed fails the bench."""
+    from bench import ceiling
+
+    rates = {("frequency_onnx", "json"): [80.0, 90.0], ("noop_frequency_onnx", "json"): [100.0, 95.0],
+             ("frequency_onnx", "float32"): [150.0, 140.0],
+             ("noop_frequency_onnx", "float32"): [160.0, 150.0]}  # fmt: skip
+    calls = []
+
+    def load(archive, payloads, clients, proto, body, codec):
+        calls.append((archive, proto, body, codec))
+        rps = rates[(archive, body)][sum(1 for c in calls if c[0] == archive and c[2] == body) - 1]
+        return {"rps": rps, "p50_ms": 1000 * clients / rps, "errors": 0, "refused": 0}
+
+    kinds = [("json", "rest"), ("float32", "rest")]
+    section = ceiling.measure(load, "frequency", "frequency_onnx", "noop_frequency_onnx",
+                              [{}] * 64, 16, kinds, rounds=2)  # fmt: skip
+    assert {c[3] for c in calls} == {"frequency"}  # the no-op's bodies are written by the model's
+    assert len(calls) == 8 and section["cpu_summary"] and section["clients"] == 16
+    json_row, f32_row = section["rows"]
+    assert (json_row["model_rps"], json_row["noop_rps"], json_row["ratio"]) == (90.0, 100.0, 0.9)
+    assert (f32_row["body"], f32_row["ratio"]) == ("float32", round(150 / 160, 3))
+    report["noop_ceiling"] = [section]
+    table = markdown_table(report)
+    part = table[table.index("## The serving ceiling") :]
+    assert section["cpu_summary"] in part
+    assert "| json | REST | 90.0 | 100.0 | 0.90 |" in part
+    assert "| float32 | REST | 150.0 | 160.0 | 0.94 |" in part
+    assert ceiling.failures([section]) == []
+    json_row["errors"] = 2
+    assert ceiling.failures([section]) == ["ceiling frequency_onnx json rest: 2 calls failed"]
+
+
+def test_the_noop_archive_answers_the_models_own_answers_with_its_model_config(
+    frequency_artifacts, tmp_path
+):
+    import json
+    import zipfile
+
+    from bench import ceiling
+    from bench.__main__ import bench_payloads
+    from deploy.archive import build_archive
+
+    like = build_archive("frequency", frequency_artifacts, tmp_path / "store", runtime="onnx",
+                         name="frequency_onnx", build_dir=tmp_path / "build")  # fmt: skip
+    service = ceiling.in_process_service("frequency", frequency_artifacts, "onnx")
+    payload = bench_payloads("frequency", 1, {"signal_samples": 300})[0]
+    prebuilt = ceiling.answers(service, payload, "frequency")
+    assert len(json.loads(prebuilt["json"][0])["components"]) == len(payload["frequencies"] or [1])
+    assert prebuilt["float32"][1]["X-Shape"].startswith("2,")
+    mar = ceiling.build_noop(tmp_path / "store", "noop", like, prebuilt, tmp_path / "work")
+    with zipfile.ZipFile(mar) as z:
+        assert z.read("answer.json") == prebuilt["json"][0]
+        assert z.read("answer.f32") == prebuilt["float32"][0]
+        assert json.loads(z.read("answer.headers.json")) == prebuilt["float32"][1]
+        assert "noop_handler.py" in z.namelist()
+    assert ceiling.model_config(mar) == ceiling.model_config(like)

@@ -79,3 +79,19 @@ def test_stream_starts_then_sends_back_the_state_of_the_last_answer():
 def test_float32_needs_rest():
     with pytest.raises(ValueError, match="need REST"):
         SignalStream(Recorder(), float32=True)
+
+
+def test_a_stream_without_the_band_asks_every_chunk_so_and_reads_answers_without_std():
+    client = Recorder()
+    stream = SignalStream(client, frequencies=(1,), band=False)
+    stream.send([0.1, 0.2])
+    stream.send([0.3])
+    assert all(sent["band"] is False for sent in client.sent)
+    default = Recorder()
+    SignalStream(default, frequencies=(1,)).send([0.1])
+    assert "band" not in default.sent[0]  # the default sends what it always sent
+    data = np.arange(2 * 3, dtype="<f4").reshape(1, 2, 3)
+    got = Extraction.from_float32(data.tobytes(), {"X-Shape": "1,2,3", "X-Frequencies": "5,1"})
+    assert got.std is None
+    np.testing.assert_array_equal(got.signal, data[0])
+    assert [set(c) for c in got.to_json()["components"]] == [{"frequency", "signal"}] * 2

@@ -39,13 +39,14 @@ def _server_decode(body, headers: dict) -> fcodec.SignalRequest:
 
 
 @settings(max_examples=60, deadline=None)
-@given(SIGNAL, st.none() | SERVED, st.booleans(), STATE, st.booleans())
+@given(SIGNAL, st.none() | SERVED, st.booleans(), STATE, st.booleans(), st.booleans())
 def test_frequency_request_encoded_by_a_client_decodes_to_the_same_request(
-    signal, frequencies, stream, state, float32
+    signal, frequencies, stream, state, float32, band
 ):
     request = dict(
-        signal=signal, frequencies=frequencies, sample_rate=1000, stream=stream, state=state
-    )
+        signal=signal, frequencies=frequencies, sample_rate=1000, stream=stream, state=state,
+        band=band,
+    )  # fmt: skip
     if float32:
         body, headers = fcodec.request_float32(**request)
     else:
@@ -56,12 +57,16 @@ def test_frequency_request_encoded_by_a_client_decodes_to_the_same_request(
     assert got.frequencies_given == (frequencies is not None)
     assert got.state == state and got.start == (stream and state is None)
     assert got.binary_answer == float32
+    assert got.band == band
+    # the default leaves the wire as it was: no band field or header
+    sent = fcodec.BAND_HEADER in headers if float32 else "band" in body
+    assert sent == (not band)
 
 
 @settings(max_examples=60, deadline=None)
-@given(SERVED, st.integers(1, 32), STATE, st.booleans(), st.data())
+@given(SERVED, st.integers(1, 32), STATE, st.booleans(), st.booleans(), st.data())
 def test_frequency_answer_encoded_by_the_server_decodes_to_the_same_answer(
-    frequencies, n, state, float32, data
+    frequencies, n, state, float32, band, data
 ):
     f = len(frequencies)
     values = st.floats(-1e6, 1e6, allow_nan=False, width=32)
@@ -69,22 +74,29 @@ def test_frequency_answer_encoded_by_the_server_decodes_to_the_same_answer(
     std = np.abs(signal[::-1]).reshape(f, n)
     signal = signal.reshape(f, n)
     seen = n if state else None
+    std = std if band else None  # asked without the band: the signals alone
     if float32:
         body, headers = fcodec.answer_float32(
             tuple(frequencies), signal, std, 1000, "v", state, seen
         )
         got = fcodec.decode_answer(body, headers)
         assert got.model_version == "v"
+        assert len(body) == 4 * f * n * (2 if band else 1)
+        assert headers["X-Layout"] == (fcodec.LAYOUT if band else fcodec.LAYOUT_SIGNAL)
     else:
         body = fcodec.answer_json(
             tuple(frequencies), signal, std, 1000, {"name": "m", "version": "v"}, state, seen
         )
         sent = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+        assert all(("std" in c) == band for c in body["components"])
         got = fcodec.decode_answer(orjson.loads(sent), fcodec.stream_headers(state, seen))
         assert got.model_version == "v"
     assert got.frequencies == tuple(frequencies) and got.sample_rate == 1000
     np.testing.assert_array_equal(got.signal, signal)
-    np.testing.assert_array_equal(got.std, std)
+    if std is None:
+        assert got.std is None
+    else:
+        np.testing.assert_array_equal(got.std, std)
     assert got.state == state and got.samples_seen == seen
 
 

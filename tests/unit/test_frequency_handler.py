@@ -319,3 +319,62 @@ def test_streams_are_judged_on_everything_they_have_seen(handler, signal):
     assert d["out_of_distribution"] is True  # 10 samples more: still the stream's judgement
     assert d["residual"] == c["residual"] and d["nonstationarity"] == c["nonstationarity"]
     assert len(d["state"]) == len(a["state"])  # the state token is unchanged in size
+
+
+def test_without_the_band_the_signals_are_the_banded_answers_byte_for_byte(handler, signal):
+    """`band: false` (JSON) and `X-Band: false` (float32), one-shot and stream, alone and in a
+    batch beside banded requests: no std, and the very same signal floats."""
+    banded = {"signal": signal.tolist(), "frequencies": [3, 1]}
+    [(_, with_band, _)] = run_batch(handler, [as_json(banded)])
+    mixed = run_batch(handler, [as_json(banded | {"band": False}), as_json(banded)])
+    assert [status for status, _, _ in mixed] == [200, 200]
+    bare = mixed[0][1]
+    assert all(set(c) == {"frequency", "signal"} for c in bare["components"])
+    assert all("std" in c for c in mixed[1][1]["components"])
+    assert json.dumps(bare["components"]) == json.dumps(
+        [{"frequency": c["frequency"], "signal": c["signal"]} for c in with_band["components"]]
+    )
+    raw = signal.astype("<f4").tobytes()
+    headers = {"Content-Type": RAW, "X-Frequencies": "3,1", "Accept": RAW}
+    [(_, full, hf)] = run_batch(handler, [(raw, headers)])
+    [(status, half, hh)] = run_batch(handler, [(raw, headers | {"X-Band": "false"})])
+    assert (
+        status == 200 and hh["X-Shape"] == f"1,2,{signal.size}" and hf["X-Shape"].startswith("2,")
+    )
+    assert hh["X-Layout"].endswith("bands signal") and hf["X-Layout"].endswith("bands signal,std")
+    assert half == full[: len(full) // 2]  # the signal plane, byte for byte
+    assert len(json.dumps(bare)) < 0.6 * len(json.dumps(with_band))
+    print(f"\nanswer sizes (2 frequencies x {signal.size} samples): JSON {len(json.dumps(with_band))}"
+          f" -> {len(json.dumps(bare))} bytes; float32 {len(full)} -> {len(half)} bytes")  # fmt: skip
+    # A stream: the option per chunk, the state the same.
+    chunks = np.array_split(signal, 3)
+    state_b = state_n = None
+    for chunk in chunks:
+        p = {"signal": chunk.tolist()}
+        pb = p | ({"state": state_b} if state_b else {"stream": True, "frequencies": [1, 7]})
+        pn = p | ({"state": state_n} if state_n else {"stream": True, "frequencies": [1, 7]})
+        [(_, b, _), (_, n, _)] = run_batch(handler, [as_json(pb), as_json(pn | {"band": False})])
+        assert all("std" not in c for c in n["components"]) and "std" in b["components"][0]
+        assert [c["signal"] for c in n["components"]] == [c["signal"] for c in b["components"]]
+        assert n["samples_seen"] == b["samples_seen"]
+        state_b, state_n = b["state"], n["state"]
+    assert len(state_n) == len(state_b)
+
+
+@pytest.mark.parametrize("band", ["maybe", 0, 1, [], "false"])
+def test_a_bad_band_field_is_a_400_naming_it(handler, band):
+    [(status, body, _)] = run_batch(handler, [as_json({"signal": [0.1, 0.2], "band": band})])
+    assert status == 400 and body["kind"] == "bad_field" and "'band'" in body["error"]
+
+
+@pytest.mark.parametrize("band", ["maybe", "0", ""])
+def test_a_bad_band_header_is_a_400_naming_it(handler, band):
+    raw = np.array([0.1, 0.2], "<f4").tobytes()
+    headers = {"Content-Type": RAW, "Accept": RAW, "X-Band": band}
+    [(status, body, _)] = run_batch(handler, [(raw, headers)])
+    assert status == 400 and body["kind"] == "bad_field" and "X-Band" in body["error"]
+
+
+def test_a_null_band_is_the_default(handler):
+    [(status, body, _)] = run_batch(handler, [as_json({"signal": [0.1, 0.2], "band": None})])
+    assert status == 200 and "std" in body["components"][0]

@@ -96,3 +96,19 @@ def test_a_stream_completes_blocks_across_chunk_edges():
     np.testing.assert_array_equal(prep[3], np.zeros(7))  # all held from before the chunk
     np.testing.assert_array_equal(prep2[3], (7 + np.arange(33)) // 20)
     assert prep2[-1].seen == 40 and np.allclose(prep2[-1].acc, 0.0, atol=1e-6)
+
+
+def test_window_inputs_read_each_rows_own_oscillator_to_the_bit():
+    """window_inputs computes one oscillator row per distinct frequency and shares it: the sin and
+    cos of every row are exactly those of the row's own reference from index 0."""
+    from handlers.frequency.lockin import window_inputs
+
+    rng = np.random.default_rng(3)
+    windows = rng.normal(size=(24, 400)).astype(np.float32)
+    lengths = rng.integers(1, 401, size=24)
+    selectors = rng.integers(0, 4, size=24)
+    freqs = (1.0, 3.0, 5.0, 7.0)
+    _, _, sin, cos = window_inputs(windows, lengths, selectors, freqs, 1000, 20)
+    for r, s in enumerate(selectors):
+        want_sin, want_cos = reference(freqs[s], np.arange(400), 1000)
+        assert np.array_equal(sin[r], want_sin) and np.array_equal(cos[r], want_cos)

@@ -12,6 +12,7 @@ codec (handlers/frequency/codec.py) the server itself decodes with.
 The server keeps nothing between chunks: each answer carries the stream's state, the next chunk
 sends it back, so any replica can answer any chunk. `float32=True` (REST only: gRPC carries no
 headers) sends raw float32 bodies and reads float32 answers, whose layout is in their headers.
+`band=False` asks for the signals alone (no std band: half the answer; `.std` is then None).
 """
 
 from __future__ import annotations
@@ -42,11 +43,15 @@ class Extraction(SignalAnswer):
 
     def to_json(self) -> dict:
         """The server's JSON shape (without the state), for printing."""
+        comps: list[dict[str, Any]] = [
+            {"frequency": f, "signal": s.tolist()}
+            for f, s in zip(self.frequencies, self.signal, strict=True)
+        ]
+        if self.std is not None:
+            for c, d in zip(comps, self.std, strict=True):
+                c["std"] = d.tolist()
         out: dict[str, Any] = {
-            "components": [
-                {"frequency": f, "signal": s.tolist(), "std": d.tolist()}
-                for f, s, d in zip(self.frequencies, self.signal, self.std, strict=True)
-            ],
+            "components": comps,
             "model_version": self.model_version,
             "residual": self.residual,
             "nonstationarity": self.nonstationarity,
@@ -81,13 +86,14 @@ def extract(
     sample_rate: float | None = None,
     model: str = MODEL,
     float32: bool = False,
+    band: bool = True,
 ) -> Extraction:
-    """One-shot extraction of a whole signal."""
+    """One-shot extraction of a whole signal (`band` False: without the std band)."""
     if float32:
         _check_float32(client)
     return _call(
         client, model, float32,
-        signal=_samples(signal), frequencies=frequencies, sample_rate=sample_rate,
+        signal=_samples(signal), frequencies=frequencies, sample_rate=sample_rate, band=band,
     )  # fmt: skip
 
 
@@ -102,6 +108,7 @@ class SignalStream:
         model: str = MODEL,
         float32: bool = False,
         state: str | None = None,
+        band: bool = True,
     ):
         if float32:
             _check_float32(client)
@@ -110,6 +117,7 @@ class SignalStream:
         self.sample_rate = sample_rate
         self.model = model
         self.float32 = float32
+        self.band = band
         self.state = state
         """None until the first answer (or the state of a stream to resume)."""
 
@@ -120,6 +128,7 @@ class SignalStream:
             signal=_samples(chunk),
             frequencies=self.frequencies if self.state is None else None,
             sample_rate=self.sample_rate, stream=self.state is None, state=self.state,
+            band=self.band,
         )  # fmt: skip
         self.state = answer.state
         return answer

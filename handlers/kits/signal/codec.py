@@ -11,6 +11,10 @@ Streams (docs/clients.md): a JSON body starts one with `"stream": true` and cont
 `"state": "<the previous answer's state>"`; a float32 body does the same with the `X-Stream: start`
 and `X-Stream-State: <state>` headers. `Accept: application/octet-stream` asks for a float32 answer.
 
+The band: every answer carries each component's `std` band unless the request says `"band": false`
+(JSON) or `X-Band: false` (float32); the answer then holds the signals alone (half the size) and
+the server does not compute the band.
+
 The server hands each request over as a `Request` (handlers/service.py): the body (handlers/codec.py
 decodes it, as for every model) and named parts beside it (gRPC inputs, form fields), which a
 float32 request reads as parameters too; TorchServe 0.12's /predictions route does not forward the
@@ -51,7 +55,11 @@ OOD_HEADER = "X-Out-Of-Distribution"
 RESIDUAL_HEADER = "X-Residual"
 NONSTATIONARITY_HEADER = "X-Nonstationarity"
 OFFSET_HEADER = "X-Offset"
+BAND_HEADER = "X-Band"
+LAYOUT_HEADER = "X-Layout"
 LAYOUT = "band,frequency,sample float32le; bands signal,std"
+LAYOUT_SIGNAL = "band,frequency,sample float32le; bands signal"
+"""The float32 answer without the band (`X-Band: false`): (1, F, N), the signals alone."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,8 @@ class SignalRequest:
     """False: the request named none (a continuation then keeps its stream's)."""
     binary_answer: bool = False
     """The client accepts a float32 answer (Accept: application/octet-stream)."""
+    band: bool = True
+    """Answer each component's std band (False: the signals alone; the band is not computed)."""
 
     @property
     def streaming(self) -> bool:
@@ -200,6 +210,26 @@ def _stream_fields(stream, state) -> tuple[bool, str | None]:
     return bool(stream), state
 
 
+def _band(value) -> bool:
+    """The JSON `band` field: true (the default) or false."""
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise BadField(f"'band' must be true or false, not {echo(value)}")
+    return value
+
+
+def _binary_band(request: Request) -> bool:
+    """The X-Band header (or the `band` part): true (the default) or false."""
+    value = _param(request, "band")
+    if value is None:
+        return True
+    word = value.strip().lower()
+    if word not in ("true", "false"):
+        raise BadField(f"X-Band must be true or false, not {echo(value)}")
+    return word == "true"
+
+
 def _binary_stream(request: Request) -> tuple[bool, str | None]:
     start = _param(request, "stream")
     if start is not None and start.strip().lower() != "start":
@@ -224,7 +254,7 @@ def decode_request(request: Request, settings: SignalSettings) -> SignalRequest:
         start, state = _binary_stream(request)
         return SignalRequest(
             _checked_signal(signal, settings), rate, freqs, selectors,
-            start, state, named is not None, binary,
+            start, state, named is not None, binary, _binary_band(request),
         )  # fmt: skip
     # A text body is JSON sent as text/plain (curl's default); this model reads no prose.
     body = codec.parse_json(payload.value) if payload.kind == "text" else payload.value
@@ -238,9 +268,10 @@ def decode_request(request: Request, settings: SignalSettings) -> SignalRequest:
     rate = _sample_rate(body.get("sample_rate"), settings)
     freqs, selectors = _frequencies(body.get("frequencies"), settings)
     start, state = _stream_fields(body.get("stream"), body.get("state"))
+    band = _band(body.get("band"))
     return SignalRequest(
         _checked_signal(signal, settings), rate, freqs, selectors,
-        start, state, body.get("frequencies") is not None, binary,
+        start, state, body.get("frequencies") is not None, binary, band,
     )  # fmt: skip
 
 
@@ -262,9 +293,10 @@ def request_json(
     sample_rate: float | None = None,
     stream: bool = False,
     state: str | None = None,
+    band: bool = True,
 ) -> dict[str, Any]:
     """The JSON body of a request (REST or gRPC): a stream starts with `stream`, goes on with the
-    previous answer's `state`."""
+    previous answer's `state`; `band` False asks for the signals without their std band."""
     body: dict[str, Any] = {"signal": np.asarray(signal, np.float32).tolist()}
     if frequencies is not None:
         body["frequencies"] = [float(f) for f in frequencies]
@@ -274,6 +306,8 @@ def request_json(
         body["state"] = state
     elif stream:
         body["stream"] = True
+    if not band:
+        body["band"] = False
     return body
 
 
@@ -283,8 +317,10 @@ def request_float32(
     sample_rate: float | None = None,
     stream: bool = False,
     state: str | None = None,
+    band: bool = True,
 ) -> tuple[bytes, dict[str, str]]:
-    """A float32 request (REST only): raw samples, parameters in headers, a float32 answer."""
+    """A float32 request (REST only): raw samples, parameters in headers, a float32 answer
+    (`band` False: the signals alone, (1, F, n))."""
     headers = {"Content-Type": FLOAT32, "Accept": FLOAT32}
     if frequencies is not None:
         headers[FREQUENCIES_HEADER] = _frequency_list(frequencies)
@@ -294,6 +330,8 @@ def request_float32(
         headers[STATE_HEADER] = state
     elif stream:
         headers[STREAM_HEADER] = "start"
+    if not band:
+        headers[BAND_HEADER] = "false"
     return np.asarray(signal, "<f4").tobytes(), headers
 
 
@@ -304,8 +342,8 @@ class SignalAnswer:
     frequencies: tuple[float, ...]
     signal: np.ndarray
     """(F, n) extracted sinusoid per frequency."""
-    std: np.ndarray
-    """(F, n) MC-dropout spread per sample."""
+    std: np.ndarray | None
+    """(F, n) MC-dropout spread per sample (None: the request asked for no band)."""
     samples_seen: int | None = None
     """A stream's samples so far, this chunk included (None: one-shot)."""
     state: str | None = None
@@ -336,13 +374,14 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) -> SignalAnswer:
     """A JSON answer (the parsed dict), or a float32 one: (2, F, n) little-endian, signal then
-    std, its layout in the headers."""
+    std, or (1, F, n), the signals alone (asked without the band), its layout in the headers."""
     if isinstance(body, dict):
         comps = body["components"]
+        banded = all("std" in c for c in comps)
         return SignalAnswer(
             tuple(float(c["frequency"]) for c in comps),
             np.array([c["signal"] for c in comps], dtype=np.float32),
-            np.array([c["std"] for c in comps], dtype=np.float32),
+            np.array([c["std"] for c in comps], dtype=np.float32) if banded else None,
             body.get("samples_seen"),
             body.get("state"),
             (body.get("model") or {}).get("version"),
@@ -361,7 +400,7 @@ def decode_answer(body: bytes | dict, headers: Mapping[str, str] | None = None) 
     return SignalAnswer(
         tuple(float(f) for f in (_header(headers, FREQUENCIES_HEADER) or "").split(",") if f),
         data[0],
-        data[1],
+        data[1] if data.shape[0] > 1 else None,
         int(seen) if seen is not None else None,
         _header(headers, STATE_HEADER),
         _header(headers, VERSION_HEADER),
@@ -386,7 +425,7 @@ def stream_headers(state: str | None, samples_seen: int | None) -> dict[str, str
 def answer_json(
     frequencies: tuple[float, ...],
     signal: np.ndarray,
-    std: np.ndarray,
+    std: np.ndarray | None,
     sample_rate: int,
     model: dict,
     state: str | None = None,
@@ -396,16 +435,22 @@ def answer_json(
     nonstationarity: float | None = None,
     offset: float | None = None,
 ) -> dict:
-    """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows."""
+    """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows. `std` None
+    (asked without the band): the components carry no `std`."""
+    comps = (
+        [{"frequency": f, "signal": signal[j]} for j, f in enumerate(frequencies)]
+        if std is None
+        else [
+            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
+        ]
+    )
     body: dict = {
         "sample_rate": sample_rate,
         "out_of_distribution": out_of_distribution,
         "residual": residual,
         "nonstationarity": nonstationarity,
         "offset": offset,
-        "components": [
-            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
-        ],
+        "components": comps,
         "model": dict(model),
     }
     if state is not None:
@@ -417,7 +462,7 @@ def answer_json(
 def answer_float32(
     frequencies: tuple[float, ...],
     signal: np.ndarray,
-    std: np.ndarray,
+    std: np.ndarray | None,
     sample_rate: int,
     version: str,
     state: str | None = None,
@@ -428,12 +473,13 @@ def answer_float32(
     offset: float | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """The float32 answer: (2, F, N) little-endian, the signals then the std bands, one row per
-    frequency in X-Frequencies order; its headers describe the layout. `version` must already
-    be a safe header value."""
-    data = np.stack([signal, std]).astype("<f4", copy=False)
+    frequency in X-Frequencies order; its headers describe the layout. `std` None (asked without
+    the band): (1, F, N), the signals alone. `version` must already be a safe header value."""
+    planes = [signal] if std is None else [signal, std]
+    data = np.stack(planes).astype("<f4", copy=False)
     headers = {
         SHAPE_HEADER: ",".join(str(d) for d in data.shape),
-        "X-Layout": LAYOUT,
+        LAYOUT_HEADER: LAYOUT_SIGNAL if std is None else LAYOUT,
         FREQUENCIES_HEADER: _frequency_list(frequencies),
         SAMPLE_RATE_HEADER: str(sample_rate),
         VERSION_HEADER: version,

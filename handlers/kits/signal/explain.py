@@ -101,7 +101,7 @@ class BlockExplainer:
                 nonlocal evaluations
                 signals = x.detach().numpy().astype(np.float32)
                 evaluations += len(signals)
-                comps = engine.windows([replace(one, signal=s) for s in signals])
+                comps = engine.windows([replace(one, signal=s, band=False) for s in signals])
                 return torch.tensor([float(np.mean(c.signal[0] ** 2)) for c in comps])
 
             x = torch.from_numpy(np.asarray(request.signal, dtype=np.float32)[None])

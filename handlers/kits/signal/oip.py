@@ -1,8 +1,10 @@
 """The signal kit's tensor contract (handlers/tensors.py; served by oip/): one signal per request as
 the FP32 input `signal` (samples); the options as request parameters (`frequencies` "1,3",
 `sample_rate`, `stream` true to start a stream, `state` to continue one: or `state` as a BYTES
-input). The answer is the float32 one TorchServe gives `Accept: application/octet-stream` clients:
-`signal` and `std` (frequencies x samples) exactly as computed, and a stream's next `state`."""
+input; `band` false for the signals without their std band). The answer is the float32 one
+TorchServe gives `Accept: application/octet-stream` clients: `signal` and `std` (frequencies x
+samples) exactly as computed (no `std` output when asked without the band), and a stream's next
+`state`."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def inputs(settings: SignalSettings) -> tuple[Tensor, ...]:
 def outputs(settings: SignalSettings) -> tuple[Tensor, ...]:
     return (
         Tensor("signal", "FP32", (-1, -1)),
-        Tensor("std", "FP32", (-1, -1)),
+        Tensor("std", "FP32", (-1, -1), optional=True),
         Tensor("frequencies", "FP64", (-1,)),
         Tensor("sample_rate", "INT64", (1,)),
         Tensor("residual", "FP64", (1,), optional=True),
@@ -59,7 +61,10 @@ def native(
             raise BadField('send the state once: as the "state" input or the parameter')
         [state] = texts(tensors["state"], "state")
     signal = tensors["signal"].astype("<f4", copy=False)
-    _, headers = codec.request_float32(signal, stream=flag(parameters, "stream"), state=state)
+    band = parameters.get("band") is None or flag(parameters, "band")
+    _, headers = codec.request_float32(
+        signal, stream=flag(parameters, "stream"), state=state, band=band
+    )
     for name, header in (
         ("frequencies", codec.FREQUENCIES_HEADER),
         ("sample_rate", codec.SAMPLE_RATE_HEADER),
@@ -73,9 +78,10 @@ def native(
 def answer(reply: Reply, settings: SignalSettings) -> list[Output]:
     body = reply.body.encode() if isinstance(reply.body, str) else reply.body
     got = codec.decode_answer(body, reply.headers)
-    out = [
-        Output("signal", "FP32", np.ascontiguousarray(got.signal)),
-        Output("std", "FP32", np.ascontiguousarray(got.std)),
+    out = [Output("signal", "FP32", np.ascontiguousarray(got.signal))]
+    if got.std is not None:
+        out.append(Output("std", "FP32", np.ascontiguousarray(got.std)))
+    out += [
         Output("frequencies", "FP64", np.array(got.frequencies, np.float64)),
         Output("sample_rate", "INT64", np.array([got.sample_rate or 0], np.int64)),
     ]

@@ -43,8 +43,9 @@ class Judgement:
 class Components:
     signal: np.ndarray
     """(F, N) extracted component per requested frequency."""
-    std: np.ndarray
-    """(F, N) standard deviation of each sample (the uncertainty band)."""
+    std: np.ndarray | None
+    """(F, N) standard deviation of each sample (the uncertainty band); None: the request asked
+    for no band, and none was computed."""
 
 
 class SignalEngine(Protocol):
@@ -193,7 +194,12 @@ class SignalPredictor(Predictor[S]):
                 f"this stream extracts {list(state.frequencies)}; a chunk cannot change them "
                 "(leave 'frequencies' out, or start a new stream)"
             )
-        return SignalRequest(req.signal, req.sample_rate, state.frequencies, state.selectors), state
+        return (
+            SignalRequest(
+                req.signal, req.sample_rate, state.frequencies, state.selectors, band=req.band
+            ),
+            state,
+        )
 
     def _served(self, req: SignalRequest, state: Any) -> dict:
         s = self.settings
