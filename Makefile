@@ -281,7 +281,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 k8s: $(STAMP) $(CHECKOV_VENV)/.installed ## Refresh k8s/base/config/config.properties, render every overlay and k8s/scoring, validate (strict schemas, KEDA CRD, checkov): summary + failures
 	$(PY) -m deploy.k8s_check --checkov $(CHECKOV_VENV)/bin/checkov
 
-lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ tools/ deploy/ clients/ training/, the import layering (pyproject.toml)
+lint: $(STAMP) ## ruff lint + format check, mypy over handlers/ tools/ deploy/ clients/ training/ scoring/, the import layering (pyproject.toml)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
