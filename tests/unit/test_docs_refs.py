@@ -13,6 +13,7 @@ import ast
 import functools
 import importlib.util
 import itertools
+import os
 import re
 import shlex
 from pathlib import Path
@@ -147,19 +148,31 @@ def make_targets() -> set[str]:
     return targets
 
 
+def _project_files(left_out: set[str]) -> list[Path]:
+    """The checkout's own files: the folders `make` writes (a clean clone's .venv among them),
+    hidden ones but .ci, generated code and caches are never walked."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(ROOT):
+        here = Path(folder)
+        if here == ROOT:
+            dirs[:] = [
+                d
+                for d in dirs
+                if d not in GENERATED
+                and d not in left_out
+                and (d == ".ci" or not d.startswith("."))
+            ]
+        dirs[:] = [d for d in dirs if d not in {"_generated", "__pycache__"}]
+        found.extend(here / f for f in files)
+    return found
+
+
 @functools.cache
 def code_corpus() -> str:
     """The text of every code, config and script file (docs left out)."""
     parts = []
-    for path in ROOT.rglob("*"):
-        relative = path.relative_to(ROOT)
-        top = relative.parts[0]
-        skipped = top in GENERATED or top in {".git", "docs", "tests"} or top.startswith(".")
-        if skipped and top != ".ci":
-            continue
-        if "_generated" in relative.parts or "__pycache__" in relative.parts:
-            continue
-        if path.is_file() and (path.suffix in CODE_SUFFIXES or path.name in CODE_FILES):
+    for path in _project_files({"docs", "tests"}):
+        if path.suffix in CODE_SUFFIXES or path.name in CODE_FILES:
             try:
                 parts.append(path.read_text())
             except UnicodeDecodeError:
@@ -267,11 +280,9 @@ def cli_options(module: str) -> frozenset[str]:
 @functools.cache
 def all_options() -> frozenset[str]:
     found: set[str] = set()
-    for path in ROOT.rglob("*.py"):
-        top = path.relative_to(ROOT).parts[0]
-        if top in GENERATED or top.startswith(".") or top == "tests":
-            continue
-        found |= _options(path)
+    for path in _project_files({"tests"}):
+        if path.suffix == ".py":
+            found |= _options(path)
     return frozenset(found)
 
 
