@@ -6,7 +6,11 @@ Each model's questions come from `served_check` in training/<model>/heldout.py: 
 inputs made by the training code's own split (nothing knows an answer but the dataset's labels),
 judged against those labels and the training report's figures (sentiment: 48 test IMDB reviews,
 binomial bar at the report's accuracy; digits: the whole test split, the report's accuracy less
-1 %; frequency: the test signal, each component's MSE within the report's). Each request goes
+1 %; tabular: the test split, the report's accuracy less 0.01; frequency: the held-out family
+signals as one-shot requests, their correlations and absent ratios at most 0.01 worse than the
+report's, and the documented example against its truth), and item by item against training's own predictions for those items
+(heldout_predictions.json: the same label, the probability within 1e-3, frequency's per-signal
+figures within 1e-3). Each request goes
 over REST and gRPC to the running TorchServe and, as a row, to the model's registered MLflow
 PyFunc (the version named in artifacts/<model>/manifest.json).
 REST and gRPC answers must be equal, the PyFunc's equal to them within `PYFUNC_ATOL` (it runs the

@@ -2,7 +2,7 @@
 
 One replica is started the pod's way (rehearsal/pod.py: entrypoint with the rendered ConfigMap,
 proxy.sh, probe.py) serving the tiny sentiment archive. Timeouts and limits are shortened through
-the PROXY_* variables so the attack classes of issue 15 finish in seconds; each test asserts what a
+the PROXY_* variables so the attack classes below (smuggling, slow clients, floods) finish in seconds; each test asserts what a
 client would see, and that nothing an attacker sent reached TorchServe as a request of its own.
 """
 
@@ -229,7 +229,7 @@ def test_grpc_without_a_valid_token_is_unauthenticated_and_other_services_unimpl
 # --- desynchronisation -------------------------------------------------------------------------
 
 # The attacker's body is the start of a request whose last header swallows the victim's next
-# request line, so the victim's Authorization would complete it (issue 15's smuggling).
+# request line, so the victim's Authorization would complete it (request smuggling).
 SMUGGLED = b"GET /smuggled-by-attacker HTTP/1.1\r\nHost: pod\r\nX-Swallow: "
 VICTIM = request("/ping", extra="Content-Length: 0\r\n").replace(b"POST", b"GET", 1)
 
@@ -474,7 +474,7 @@ def test_a_full_replica_answers_a_fast_json_503_and_recovers(pod):
 
 
 def test_slow_bodies_are_held_at_the_door_and_never_take_a_torchserve_slot(pod):
-    """More slow uploads than the replica has slots (issue 22, item 7): each sends 40 kB of a
+    """More slow uploads than the replica has slots: each sends 40 kB of a
     200 kB body, then a byte now and then. Before, each took an in-flight slot and everyone else got
     503; now the body is buffered at the proxy, cut with 408 when its time is up, and never sent."""
     slow = [
@@ -579,8 +579,8 @@ def test_only_the_documented_rest_surface_passes_the_door(pod, method, path, sta
     ],
 )
 def test_only_the_unary_inference_rpcs_pass_the_door(pod, method):
-    """TorchServe 0.12 kills the worker after a StreamPredictions answer without ts_stream_next
-    (issue 22, item 1); at the door streaming RPCs are not served at all."""
+    """TorchServe 0.12 kills the worker after a StreamPredictions answer without ts_stream_next;
+    at the door streaming RPCs are not served at all."""
     pb, _, _, _ = stubs.load()
     channel, _ = grpc_stub(pod)
     with channel:

@@ -42,7 +42,7 @@ NAMED_BODIES = [
     Body("json-null", "application/json", b"null"),
     Body("json-list", "application/json", b"[1, 2, 3]"),
     Body("big-under-limit", "application/json", json.dumps({"text": "x" * 900_000}).encode()),
-    # What killed workers in TorchServe 0.12 when a reason phrase repeated it (issue 11).
+    # What killed workers in TorchServe 0.12 when a reason phrase repeated it (a non-ASCII reason).
     Body("non-ascii-content-type", "", b'{"text": "fine"}', (("Content-Type", "tëxt/ü".encode()),)),
     Body(
         "latin1-content-type",

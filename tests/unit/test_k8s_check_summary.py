@@ -1,4 +1,4 @@
-"""`make k8s` prints counts and the details of failures only (issue 12), skips with their reasons."""
+"""`make k8s` prints counts and the details of failures only, skips with their reasons."""
 
 from deploy.k8s_check import checkov_summary
 

@@ -1,5 +1,5 @@
 """scikit-learn's bundled handwritten digits (1,797 8x8 images, values 0..16; no download), split
-as issue 24 fixes it: the first 1,500 images train and validate, the last 297 are the test split."""
+by position: the first 1,500 images train and validate, the last 297 are the test split."""
 
 from __future__ import annotations
 
