@@ -26,6 +26,7 @@ from tests.support.docblocks import DOCS, ROOT, RUN, parse, rel
 GENERATED = {
     "artifacts",
     "model_store",
+    "build",
     "reports",
     "logs",
     "mlruns",
