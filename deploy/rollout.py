@@ -1,0 +1,172 @@
+"""The judgement of a rollout: a candidate model version against the stable one, on the same
+requests. Each model's thresholds are data in its folder (handlers/<model>/rollout.yaml, parsed and
+checked here by `Thresholds`); `analyse` takes both versions' answers (with statuses and latencies)
+and returns the metrics and a verdict whose reason names the metric, its value and its threshold."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Thresholds(BaseModel):
+    """handlers/<model>/rollout.yaml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["classifier", "components"]
+    min_label_agreement: float | None = Field(default=None, ge=0, le=1)
+    max_component_mad: float | None = Field(default=None, ge=0)
+    max_entropy_shift: float | None = Field(default=None, ge=0)
+    max_ood_rate_shift: float = Field(ge=0, le=1)
+    max_error_rate_increase: float = Field(ge=0, le=1)
+    max_p99_ratio: float = Field(gt=0)
+    min_requests: int = Field(ge=1)
+
+    def model_post_init(self, _context: Any) -> None:
+        need = "min_label_agreement" if self.kind == "classifier" else "max_component_mad"
+        if getattr(self, need) is None:
+            raise ValueError(f"rollout thresholds of kind {self.kind} need {need}")
+
+
+def thresholds(model: str, root: Path = ROOT) -> Thresholds:
+    path = root / "handlers" / model / "rollout.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no rollout thresholds for {model}")
+    return Thresholds.model_validate(yaml.safe_load(path.read_text()))
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request as one version answered it: its HTTP status, latency and parsed body."""
+
+    status: int
+    latency_s: float
+    body: Any = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reason: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _answers(body: Any) -> list[dict]:
+    """A body's answers: one dict, or a list of them (a batch of records)."""
+    if isinstance(body, dict):
+        return [body]
+    if isinstance(body, list):
+        return [b for b in body if isinstance(b, dict)]
+    return []
+
+
+def _entropy(answer: dict) -> float | None:
+    probs = answer.get("probabilities")
+    if isinstance(probs, dict):
+        probs = list(probs.values())
+    if not isinstance(probs, list) or not probs:
+        return None
+    return -sum(float(p) * math.log(float(p)) for p in probs if float(p) > 0)
+
+
+def _ood(answer: dict) -> bool:
+    return bool(answer.get("out_of_distribution"))
+
+
+def _components(answer: dict) -> list[float]:
+    """Frequency: every extracted component's samples, in a stable order."""
+    comps = answer.get("components")
+    out: list[float] = []
+    if isinstance(comps, dict):
+        for key in sorted(comps):
+            v = comps[key]
+            v = v.get("signal", v.get("values")) if isinstance(v, dict) else v
+            if isinstance(v, list):
+                out.extend(float(x) for x in v if isinstance(x, int | float))
+    return out
+
+
+def _p99(values: Sequence[float]) -> float:
+    if not values:
+        return math.nan
+    s = sorted(values)
+    return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def analyse(
+    limits: Thresholds, stable: Sequence[Exchange], candidate: Sequence[Exchange]
+) -> Verdict:
+    """Compare the two versions over the same requests (paired by position)."""
+    if len(stable) != len(candidate):
+        raise ValueError("stable and candidate must answer the same requests")
+    n = len(stable)
+    m: dict[str, float] = {"requests": float(n)}
+    err_s = sum(e.status >= 500 or e.status == 0 for e in stable) / n if n else math.nan
+    err_c = sum(e.status >= 500 or e.status == 0 for e in candidate) / n if n else math.nan
+    m["error_rate_stable"], m["error_rate_candidate"] = err_s, err_c
+    m["p99_s_stable"] = _p99([e.latency_s for e in stable if e.status == 200])
+    m["p99_s_candidate"] = _p99([e.latency_s for e in candidate if e.status == 200])
+    pairs = [
+        (a, b)
+        for s, c in zip(stable, candidate, strict=True)
+        if s.status == 200 and c.status == 200
+        for a, b in zip(_answers(s.body), _answers(c.body), strict=False)
+    ]
+    m["compared"] = float(len(pairs))
+    for name, side in (("stable", 0), ("candidate", 1)):
+        ents = [e for e in (_entropy(p[side]) for p in pairs) if e is not None]
+        m[f"entropy_{name}"] = _mean(ents)
+        m[f"ood_rate_{name}"] = _mean([float(_ood(p[side])) for p in pairs])
+    if limits.kind == "classifier":
+        m["label_agreement"] = _mean([float(a.get("label") == b.get("label")) for a, b in pairs])
+    else:
+        diffs = [
+            abs(x - y)
+            for a, b in pairs
+            for x, y in zip(_components(a), _components(b), strict=False)
+        ]
+        m["component_mad"] = _mean(diffs)
+    checks: list[tuple[str, float, str, float]] = [
+        ("compared", m["compared"], ">=", limits.min_requests)
+    ]
+    if limits.min_label_agreement is not None and "label_agreement" in m:
+        checks.append(("label_agreement", m["label_agreement"], ">=", limits.min_label_agreement))
+    if limits.max_component_mad is not None and "component_mad" in m:
+        checks.append(("component_mad", m["component_mad"], "<=", limits.max_component_mad))
+    if limits.max_entropy_shift is not None:
+        shift = abs(m["entropy_candidate"] - m["entropy_stable"])
+        m["entropy_shift"] = shift
+        checks.append(("entropy_shift", shift, "<=", limits.max_entropy_shift))
+    m["ood_rate_shift"] = abs(m["ood_rate_candidate"] - m["ood_rate_stable"])
+    checks.append(("ood_rate_shift", m["ood_rate_shift"], "<=", limits.max_ood_rate_shift))
+    m["error_rate_increase"] = err_c - err_s
+    checks.append(("error_rate_increase", err_c - err_s, "<=", limits.max_error_rate_increase))
+    if m["p99_s_stable"] > 0 and not math.isnan(m["p99_s_candidate"]):
+        m["p99_ratio"] = m["p99_s_candidate"] / m["p99_s_stable"]
+        checks.append(("p99_ratio", m["p99_ratio"], "<=", limits.max_p99_ratio))
+    for name, value, op, bound in checks:
+        ok = value >= bound if op == ">=" else value <= bound
+        if math.isnan(value) or not ok:
+            return Verdict(False, f"{name} {value:.4f} not {op} {bound:g}", m)
+    return Verdict(True, "every metric within its threshold", m)
+
+
+def table(verdict: Verdict) -> str:
+    """The metrics as a Markdown table, then the verdict."""
+    rows = ["| metric | value |", "|---|---:|"]
+    rows += [f"| {k} | {v:.4f} |" for k, v in verdict.metrics.items()]
+    word = "PASS" if verdict.passed else "FAIL"
+    return "\n".join(rows) + f"\n\n{word}: {verdict.reason}\n"

@@ -1,0 +1,48 @@
+"""deploy/rollout.py: every model's thresholds parse, and the verdict names the failing metric."""
+
+import pytest
+from pydantic import ValidationError
+
+from deploy import rollout
+from deploy.rollout import Exchange, Thresholds, analyse
+from handlers.registry import names
+
+
+@pytest.mark.parametrize("model", names())
+def test_every_model_has_valid_thresholds(model: str) -> None:
+    assert rollout.thresholds(model).max_error_rate_increase >= 0
+
+
+def test_thresholds_refuse_unknown_keys_and_missing_metric() -> None:
+    base = {
+        "kind": "classifier",
+        "max_ood_rate_shift": 0.1,
+        "max_error_rate_increase": 0,
+        "max_p99_ratio": 2,
+        "min_requests": 1,
+    }
+    with pytest.raises(ValidationError):
+        Thresholds.model_validate(base | {"min_label_agreeement": 0.9})
+    with pytest.raises(ValidationError):
+        Thresholds.model_validate(base)
+
+
+def _ans(label: str, p: float) -> Exchange:
+    return Exchange(200, 0.01, {"label": label, "probabilities": {"a": p, "b": 1 - p}})
+
+
+def test_identical_answers_pass_and_flipped_labels_fail() -> None:
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 100
+    assert analyse(limits, stable, stable).passed
+    flipped = [_ans("b", 0.1)] * 10 + [_ans("a", 0.9)] * 90
+    v = analyse(limits, stable, flipped)
+    assert not v.passed and v.reason.startswith("label_agreement 0.9000")
+
+
+def test_candidate_errors_fail() -> None:
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 100
+    cand = [Exchange(503, 0.01)] + stable[1:]
+    v = analyse(limits, stable, cand)
+    assert not v.passed and "error_rate_increase" in v.reason
