@@ -1,12 +1,28 @@
 """The judgement of a rollout: a candidate model version against the stable one, on the same
 requests. Each model's thresholds are data in its folder (handlers/<model>/rollout.yaml, parsed and
 checked here by `Thresholds`); `analyse` takes both versions' answers (with statuses and latencies)
-and returns the metrics and a verdict whose reason names the metric, its value and its threshold."""
+and returns the metrics and a verdict whose reason names the metric, its value and its threshold.
+
+    python -m deploy.rollout judge MODEL --stable URL --candidate URL [--token-file F]
+        [--requests 40] [--seed 0] [--bodies FILE.jsonl] [--out verdict.json]
+
+`judge` sends the same requests (the model's held-out load payloads, tools/<model>/samples.py, or
+one JSON body a line from --bodies) to both versions' REST doors, judges the answers and prints the
+metrics table and the verdict; exit status 0 PASS, 1 FAIL, 2 bad usage. `make rollout`
+(rehearsal/rollout.py) runs the same comparison at every step of a local shadow and canary rollout.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -170,3 +186,103 @@ def table(verdict: Verdict) -> str:
     rows += [f"| {k} | {v:.4f} |" for k, v in verdict.metrics.items()]
     word = "PASS" if verdict.passed else "FAIL"
     return "\n".join(rows) + f"\n\n{word}: {verdict.reason}\n"
+
+
+def send(url: str, model: str, body: Any, token: str | None, timeout: float = 30) -> Exchange:
+    """POST one JSON body to `url`/predictions/<model>; status 0 when no answer came at all."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/predictions/{model}", json.dumps(body).encode(), headers
+    )
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            raw, status = answer.read(), answer.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    except OSError:
+        return Exchange(0, time.perf_counter() - start)
+    latency = time.perf_counter() - start
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    return Exchange(status, latency, parsed)
+
+
+def paired(
+    model: str,
+    stable_url: str,
+    candidate_url: str,
+    bodies: Sequence[Any],
+    token: str | None,
+    workers: int = 4,
+) -> tuple[list[Exchange], list[Exchange]]:
+    """Each body sent to both versions (a few at a time); their exchanges, paired by position."""
+    with ThreadPoolExecutor(workers) as pool:
+        s = [pool.submit(send, stable_url, model, b, token) for b in bodies]
+        c = [pool.submit(send, candidate_url, model, b, token) for b in bodies]
+        return [f.result() for f in s], [f.result() for f in c]
+
+
+def judge_bodies(model: str, n: int, seed: int = 0) -> list[Any]:
+    """`n` of the model's held-out load payloads (tools/<model>/samples.py `payloads`)."""
+    from tools.registry import get
+
+    payloads = get(model).samples().payloads
+    if payloads is None:
+        raise ValueError(f"{model} has no load payloads to judge on: pass --bodies")
+    draw = payloads(seed=seed)
+    return [draw() for _ in range(n)]
+
+
+def verdict_json(model: str, verdict: Verdict, **extra: Any) -> dict[str, Any]:
+    metrics = {k: (None if math.isnan(v) else round(v, 6)) for k, v in verdict.metrics.items()}
+    return {
+        "model": model,
+        "passed": verdict.passed,
+        "reason": verdict.reason,
+        "metrics": metrics,
+    } | extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m deploy.rollout",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    j = sub.add_parser("judge", help="compare a candidate's answers with the stable version's")
+    j.add_argument("model")
+    j.add_argument("--stable", required=True, help="the stable version's REST base URL")
+    j.add_argument("--candidate", required=True, help="the candidate's REST base URL")
+    j.add_argument("--token-file", type=Path, help="a file whose first line is a client token")
+    j.add_argument("--requests", type=int, default=40, help="held-out payloads to send to both")
+    j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--bodies", type=Path, help="JSON bodies to send, one a line (not payloads)")
+    j.add_argument("--out", type=Path, help="write the verdict and metrics here (JSON)")
+    args = p.parse_args(argv)
+    try:
+        limits = thresholds(args.model)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rollout: {e}", file=sys.stderr)
+        return 2
+    token = args.token_file.read_text().split()[0] if args.token_file else None
+    if args.bodies:
+        bodies = [json.loads(x) for x in args.bodies.read_text().splitlines() if x.strip()]
+    else:
+        bodies = judge_bodies(args.model, args.requests, args.seed)
+    stable, candidate = paired(args.model, args.stable, args.candidate, bodies, token)
+    verdict = analyse(limits, stable, candidate)
+    print(table(verdict), end="")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(verdict_json(args.model, verdict), indent=2) + "\n")
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
