@@ -46,3 +46,16 @@ def test_candidate_errors_fail() -> None:
     cand = [Exchange(503, 0.01)] + stable[1:]
     v = analyse(limits, stable, cand)
     assert not v.passed and "error_rate_increase" in v.reason
+
+
+def test_thresholds_set_impossibly_loose_would_promote_every_label_flipped() -> None:
+    """The bad candidate of tests/integration/test_rollout.py (every label flipped, the same
+    confidence) fails on label agreement alone: with that threshold at 0 it would be promoted."""
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 50 + [_ans("b", 0.2)] * 50
+    flipped = [_ans("b", 0.1)] * 50 + [_ans("a", 0.8)] * 50
+    v = analyse(limits, stable, flipped)
+    assert not v.passed and v.reason == "label_agreement 0.0000 not >= 0.97"
+    assert v.metrics["entropy_shift"] < 1e-9  # nothing else would have caught it
+    loose = limits.model_copy(update={"min_label_agreement": 0.0})
+    assert analyse(loose, stable, flipped).passed
