@@ -59,3 +59,16 @@ def test_thresholds_set_impossibly_loose_would_promote_every_label_flipped() -> 
     assert v.metrics["entropy_shift"] < 1e-9  # nothing else would have caught it
     loose = limits.model_copy(update={"min_label_agreement": 0.0})
     assert analyse(loose, stable, flipped).passed
+
+
+def test_p99_ratio_counts_latencies_under_the_floor_as_the_floor() -> None:
+    limits = rollout.thresholds("tabular")
+    assert limits.p99_floor_s == 0.1
+
+    def at(latency: float) -> list[Exchange]:
+        return [Exchange(200, latency, {"label": "a", "probabilities": {"a": 0.9, "b": 0.1}})] * 30
+
+    fast = analyse(limits, at(0.01), at(0.03))  # 3x of nothing: scheduling noise
+    assert fast.passed and fast.metrics["p99_ratio"] == 1.0
+    slow = analyse(limits, at(0.01), at(0.5))
+    assert not slow.passed and slow.reason == "p99_ratio 5.0000 not <= 3"
