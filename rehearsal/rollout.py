@@ -2,7 +2,7 @@
 judged on its answers at every step and rolled back automatically when a step fails.
 
     python -m rehearsal.rollout MODEL --candidate PATH.mar [--stable model_store/MODEL.mar]
-        [--steps 5,25,50,100] [--step-s 10] [--judge-requests 40] [--users 4] [--out reports]
+        [--steps 5,25,50,100] [--step-s 10] [--judge-requests 100] [--users 4] [--out reports]
 
 Two replica sets started the pod's way (rehearsal/pod.py: TorchServe + the pod proxy, ready by the
 pod's probes), `a` serving the stable archive and `b` the candidate, behind one HAProxy balancer
@@ -16,9 +16,12 @@ and every failure counted.
    requests (tools/<model>/samples.py `payloads`) to both replicas' doors, judged by
    deploy/rollout.py on the model's own thresholds (handlers/<model>/rollout.yaml).
 2. Canary steps (default 5, 25, 50, 100 % of the weight): at each, after `--step-s` seconds of
-   client traffic split by weight, the same judgement on a fresh sample of paired requests, plus
-   the balancer's per-server figures for the step from `show stat` (requests, 5xx answers,
-   response errors, connection errors, mean response time) and the client failures in the step.
+   client traffic split by weight, a fresh sample of paired requests is added and the judgement
+   is made again over every paired request so far (a rate such as the out-of-distribution shift,
+   estimated from a hundred requests, is within a few hundredths of the truth; each step narrows
+   it), plus the balancer's per-server figures for the step itself from `show stat` (requests,
+   5xx answers, response errors, connection errors, mean response time) and the client failures
+   in the step.
 
 A failed step sets all weight back to the stable replica at once and the rollout stops: the
 candidate is not promoted (with a bucket configured, its S3 stage is left where it was). Passing
@@ -63,7 +66,7 @@ class Rollout:
     work: Path
     steps: list[int] = field(default_factory=lambda: [5, 25, 50, 100])
     step_s: float = 10.0
-    judge_requests: int = 40
+    judge_requests: int = 100
     users: int = 4
     pacing_s: float = 0.2
     bucket: str | None = None
@@ -74,6 +77,7 @@ class Rollout:
     def __post_init__(self) -> None:
         self.limits = self.limits or judge.thresholds(self.model)
         self.seed = 0
+        self.paired: tuple[list[judge.Exchange], list[judge.Exchange]] = ([], [])
 
     # -- the parts ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -144,7 +148,9 @@ class Rollout:
         stable, candidate = judge.paired(
             self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, bodies, TOKEN
         )
-        verdict = judge.analyse(self.limits, stable, candidate)
+        self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
+        self.paired[1].extend(candidate)  # request so far, the shadow's included
+        verdict = judge.analyse(self.limits, *self.paired)
         door1 = self.door()
         door: dict[str, dict[str, float]] = {}
         for server, label in ((STABLE, "stable"), (CANDIDATE, "candidate")):
@@ -317,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         "--steps", type=lambda v: [int(x) for x in v.split(",") if x], default=[5, 25, 50, 100]
     )
     p.add_argument("--step-s", type=float, default=10.0, help="client traffic per canary step")
-    p.add_argument("--judge-requests", type=int, default=40, help="paired requests per step")
+    p.add_argument(
+        "--judge-requests", type=int, default=100, help="paired requests added at each step"
+    )
     p.add_argument("--users", type=int, default=4, help="Locust users through the balancer")
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--work", type=Path, default=ROOT / "build" / "rollout")
