@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,14 +234,19 @@ def paired(
         return [s.result() for s, _ in pairs], [c.result() for _, c in pairs]
 
 
-def judge_bodies(model: str, n: int, seed: int = 0) -> list[Any]:
-    """`n` of the model's held-out load payloads (tools/<model>/samples.py `payloads`)."""
+def body_source(model: str, seed: int = 0) -> Callable[[], Any]:
+    """A draw of the model's held-out load payloads (tools/<model>/samples.py `payloads`)."""
     from tools.registry import get
 
     payloads = get(model).samples().payloads
     if payloads is None:
         raise ValueError(f"{model} has no load payloads to judge on: pass --bodies")
-    draw = payloads(seed=seed)
+    return payloads(seed=seed)
+
+
+def judge_bodies(model: str, n: int, seed: int = 0) -> list[Any]:
+    """`n` of the model's held-out load payloads."""
+    draw = body_source(model, seed)
     return [draw() for _ in range(n)]
 
 

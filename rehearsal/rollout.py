@@ -76,7 +76,6 @@ class Rollout:
 
     def __post_init__(self) -> None:
         self.limits = self.limits or judge.thresholds(self.model)
-        self.seed = 0
         self.paired: tuple[list[judge.Exchange], list[judge.Exchange]] = ([], [])
 
     # -- the parts ---------------------------------------------------------------------------
@@ -95,7 +94,14 @@ class Rollout:
             except BaseException as e:  # reported below, in this thread
                 errors.append(e)
 
+        def bodies() -> None:  # the held-out data loads while the replicas start
+            try:
+                self.draw = judge.body_source(self.model, seed=0)
+            except BaseException as e:
+                errors.append(e)
+
         threads = [threading.Thread(target=up, args=(p,)) for p in self.pods.values()]
+        threads.append(threading.Thread(target=bodies))
         for t in threads:
             t.start()
         for t in threads:
@@ -143,8 +149,7 @@ class Rollout:
     # -- one step ----------------------------------------------------------------------------
     def analyse(self, name: str, weight: int, since: float, door0: dict) -> dict:
         assert self.limits is not None
-        self.seed += 1
-        bodies = judge.judge_bodies(self.model, self.judge_requests, seed=self.seed)
+        bodies = [self.draw() for _ in range(self.judge_requests)]
         stable, candidate = judge.paired(
             self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, bodies, TOKEN
         )
