@@ -72,3 +72,49 @@ def test_p99_ratio_counts_latencies_under_the_floor_as_the_floor() -> None:
     assert fast.passed and fast.metrics["p99_ratio"] == 1.0
     slow = analyse(limits, at(0.01), at(0.5))
     assert not slow.passed and slow.reason == "p99_ratio 5.0000 not <= 3"
+
+
+def _door(label: str):
+    """A stand-in REST door on loopback answering every prediction with `label`."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            ok = self.path == "/predictions/tabular" and self.headers["Authorization"] == "Bearer t"
+            body = json.dumps({"label": label, "probabilities": {"a": 0.9, "b": 0.1}}).encode()
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_judge_command_exits_by_the_verdict_and_writes_it(tmp_path, capsys) -> None:
+    import json
+
+    bodies, token = tmp_path / "bodies.jsonl", tmp_path / "tokens"
+    bodies.write_text('{"mean radius": 14.0}\n' * 25)
+    token.write_text("t\n")
+    (sa, a), (sb, b), (sc, c) = _door("a"), _door("a"), _door("b")
+    try:
+        common = ["--bodies", str(bodies), "--token-file", str(token)]
+        out = tmp_path / "v.json"
+        assert rollout.main(["judge", "tabular", "--stable", a, "--candidate", b, *common]) == 0
+        assert "PASS: every metric within its threshold" in capsys.readouterr().out
+        args = ["judge", "tabular", "--stable", a, "--candidate", c, *common, "--out", str(out)]
+        assert rollout.main(args) == 1
+        verdict = json.loads(out.read_text())
+        assert verdict["passed"] is False
+        assert verdict["reason"] == "label_agreement 0.0000 not >= 0.97"
+        assert rollout.main(["judge", "nosuch", "--stable", a, "--candidate", b]) == 2
+    finally:
+        for s in (sa, sb, sc):
+            s.shutdown()
