@@ -12,6 +12,7 @@ send the model's light requests through the balancer all along; each of their re
 and every failure counted.
 
 1. Shadow: the candidate's weight is 0, so clients only ever get the stable version's answers.
+   Both versions first answer a few requests unjudged (a worker's first answers are its slowest).
    HAProxy 2.6 has no traffic mirroring, so the tool itself sends a copy: the same held-out
    requests (tools/<model>/samples.py `payloads`) to both replicas' doors, judged by
    deploy/rollout.py on the model's own thresholds (handlers/<model>/rollout.yaml).
@@ -56,6 +57,8 @@ from tools.registry import get
 STABLE, CANDIDATE = "a", "b"
 """The balancer's server names (rehearsal/balancer.cfg): a serves stable, b the candidate."""
 DOOR_COUNTERS = ("stot", "hrsp_5xx", "eresp", "econ")
+WARM_UP = 16
+"""Requests each version answers, unjudged, before the shadow's sample."""
 
 
 @dataclass
@@ -195,6 +198,10 @@ class Rollout:
         try:
             self.say(f"rollout {self.model}: starting stable (a) and candidate (b) replicas")
             self.start()
+            # Both versions warmed before they are timed: the stable one has the client load,
+            # the candidate none yet, and a worker's first answers are its slowest.
+            warm = [self.draw() for _ in range(WARM_UP)]
+            judge.paired(self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, warm, TOKEN)
             time.sleep(2)  # the client load under way before the first judgement
             door0, since = self.door(), time.time()
             self.say("rollout: shadow (candidate weight 0: clients get stable's answers only)")
