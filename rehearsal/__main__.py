@@ -71,10 +71,17 @@ def access_log_count(pod: Pod, path: str) -> int:
 
 
 def start_locust(
-    lb: Balancer, log: Path, users: int, work: Path, pacing_s: float, run_time_s: float = 1800
+    lb: Balancer,
+    log: Path,
+    users: int,
+    work: Path,
+    pacing_s: float,
+    run_time_s: float = 1800,
+    model: str | None = None,
 ) -> subprocess.Popen:
+    """Locust users through the balancer, sending `model` (default: `load_model()`)."""
     env = os.environ | {
-        "REHEARSAL_MODEL": load_model(),
+        "REHEARSAL_MODEL": model or load_model(),
         "REHEARSAL_LOG": str(log),
         "REHEARSAL_TOKEN": TOKEN,
         "REHEARSAL_GRPC": lb.grpc,

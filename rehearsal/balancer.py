@@ -96,6 +96,11 @@ class Balancer:
         for backend in BACKENDS:
             self.command(f"set server {backend}/{name} state {state}")
 
+    def set_weight(self, name: str, weight: int) -> None:
+        """A replica's share of new requests (0-256, relative to the others'): 0 sends it none."""
+        for backend in BACKENDS:
+            self.command(f"set server {backend}/{name} weight {weight}")
+
     def wait_state(self, name: str, prefix: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while not all(r["status"].startswith(prefix) for r in self.servers(name)):

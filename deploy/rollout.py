@@ -1,0 +1,300 @@
+"""The judgement of a rollout: a candidate model version against the stable one, on the same
+requests. Each model's thresholds are data in its folder (handlers/<model>/rollout.yaml, parsed and
+checked here by `Thresholds`); `analyse` takes both versions' answers (with statuses and latencies)
+and returns the metrics and a verdict whose reason names the metric, its value and its threshold.
+
+    python -m deploy.rollout judge MODEL --stable URL --candidate URL [--token-file F]
+        [--requests 40] [--seed 0] [--bodies FILE.jsonl] [--out verdict.json]
+
+`judge` sends the same requests (the model's held-out load payloads, tools/<model>/samples.py, or
+one JSON body a line from --bodies) to both versions' REST doors, judges the answers and prints the
+metrics table and the verdict; exit status 0 PASS, 1 FAIL, 2 bad usage. `make rollout`
+(rehearsal/rollout.py) runs the same comparison at every step of a local shadow and canary rollout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Thresholds(BaseModel):
+    """handlers/<model>/rollout.yaml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["classifier", "components"]
+    min_label_agreement: float | None = Field(default=None, ge=0, le=1)
+    max_component_mad: float | None = Field(default=None, ge=0)
+    max_entropy_shift: float | None = Field(default=None, ge=0)
+    max_ood_rate_shift: float = Field(ge=0, le=1)
+    max_error_rate_increase: float = Field(ge=0, le=1)
+    max_p99_ratio: float = Field(gt=0)
+    p99_floor_s: float = Field(default=0.0, ge=0)
+    """Both p99s count as at least this in the ratio: below it is a shared CPU's scheduling
+    noise, not the model (a 30 ms p99 against a 10 ms one is no regression)."""
+    min_requests: int = Field(ge=1)
+
+    def model_post_init(self, _context: Any) -> None:
+        need = "min_label_agreement" if self.kind == "classifier" else "max_component_mad"
+        if getattr(self, need) is None:
+            raise ValueError(f"rollout thresholds of kind {self.kind} need {need}")
+
+
+def thresholds(model: str, root: Path = ROOT) -> Thresholds:
+    path = root / "handlers" / model / "rollout.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no rollout thresholds for {model}")
+    return Thresholds.model_validate(yaml.safe_load(path.read_text()))
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request as one version answered it: its HTTP status, latency and parsed body."""
+
+    status: int
+    latency_s: float
+    body: Any = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reason: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _answers(body: Any) -> list[dict]:
+    """A body's answers: one dict, or a list of them (a batch of records)."""
+    if isinstance(body, dict):
+        return [body]
+    if isinstance(body, list):
+        return [b for b in body if isinstance(b, dict)]
+    return []
+
+
+def _entropy(answer: dict) -> float | None:
+    probs = answer.get("probabilities")
+    if isinstance(probs, dict):
+        probs = list(probs.values())
+    if not isinstance(probs, list) or not probs:
+        return None
+    return -sum(float(p) * math.log(float(p)) for p in probs if float(p) > 0)
+
+
+def _ood(answer: dict) -> bool:
+    return bool(answer.get("out_of_distribution"))
+
+
+def _components(answer: dict) -> list[float]:
+    """Frequency: every extracted component's samples, in a stable order."""
+    comps = answer.get("components")
+    out: list[float] = []
+    if isinstance(comps, dict):
+        for key in sorted(comps):
+            v = comps[key]
+            v = v.get("signal", v.get("values")) if isinstance(v, dict) else v
+            if isinstance(v, list):
+                out.extend(float(x) for x in v if isinstance(x, int | float))
+    return out
+
+
+def _p99(values: Sequence[float]) -> float:
+    if not values:
+        return math.nan
+    s = sorted(values)
+    return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def analyse(
+    limits: Thresholds, stable: Sequence[Exchange], candidate: Sequence[Exchange]
+) -> Verdict:
+    """Compare the two versions over the same requests (paired by position)."""
+    if len(stable) != len(candidate):
+        raise ValueError("stable and candidate must answer the same requests")
+    n = len(stable)
+    m: dict[str, float] = {"requests": float(n)}
+    err_s = sum(e.status >= 500 or e.status == 0 for e in stable) / n if n else math.nan
+    err_c = sum(e.status >= 500 or e.status == 0 for e in candidate) / n if n else math.nan
+    m["error_rate_stable"], m["error_rate_candidate"] = err_s, err_c
+    m["p99_s_stable"] = _p99([e.latency_s for e in stable if e.status == 200])
+    m["p99_s_candidate"] = _p99([e.latency_s for e in candidate if e.status == 200])
+    pairs = [
+        (a, b)
+        for s, c in zip(stable, candidate, strict=True)
+        if s.status == 200 and c.status == 200
+        for a, b in zip(_answers(s.body), _answers(c.body), strict=False)
+    ]
+    m["compared"] = float(len(pairs))
+    for name, side in (("stable", 0), ("candidate", 1)):
+        ents = [e for e in (_entropy(p[side]) for p in pairs) if e is not None]
+        m[f"entropy_{name}"] = _mean(ents)
+        m[f"ood_rate_{name}"] = _mean([float(_ood(p[side])) for p in pairs])
+    if limits.kind == "classifier":
+        m["label_agreement"] = _mean([float(a.get("label") == b.get("label")) for a, b in pairs])
+    else:
+        diffs = [
+            abs(x - y)
+            for a, b in pairs
+            for x, y in zip(_components(a), _components(b), strict=False)
+        ]
+        m["component_mad"] = _mean(diffs)
+    checks: list[tuple[str, float, str, float]] = [
+        ("compared", m["compared"], ">=", limits.min_requests)
+    ]
+    if limits.min_label_agreement is not None and "label_agreement" in m:
+        checks.append(("label_agreement", m["label_agreement"], ">=", limits.min_label_agreement))
+    if limits.max_component_mad is not None and "component_mad" in m:
+        checks.append(("component_mad", m["component_mad"], "<=", limits.max_component_mad))
+    if limits.max_entropy_shift is not None:
+        shift = abs(m["entropy_candidate"] - m["entropy_stable"])
+        m["entropy_shift"] = shift
+        checks.append(("entropy_shift", shift, "<=", limits.max_entropy_shift))
+    m["ood_rate_shift"] = abs(m["ood_rate_candidate"] - m["ood_rate_stable"])
+    checks.append(("ood_rate_shift", m["ood_rate_shift"], "<=", limits.max_ood_rate_shift))
+    m["error_rate_increase"] = err_c - err_s
+    checks.append(("error_rate_increase", err_c - err_s, "<=", limits.max_error_rate_increase))
+    floor = limits.p99_floor_s
+    if max(m["p99_s_stable"], floor) > 0 and not math.isnan(m["p99_s_candidate"]):
+        m["p99_ratio"] = max(m["p99_s_candidate"], floor) / max(m["p99_s_stable"], floor)
+        checks.append(("p99_ratio", m["p99_ratio"], "<=", limits.max_p99_ratio))
+    for name, value, op, bound in checks:
+        ok = value >= bound if op == ">=" else value <= bound
+        if math.isnan(value) or not ok:
+            return Verdict(False, f"{name} {value:.4f} not {op} {bound:g}", m)
+    return Verdict(True, "every metric within its threshold", m)
+
+
+def table(verdict: Verdict) -> str:
+    """The metrics as a Markdown table, then the verdict."""
+    rows = ["| metric | value |", "|---|---:|"]
+    rows += [f"| {k} | {v:.4f} |" for k, v in verdict.metrics.items()]
+    word = "PASS" if verdict.passed else "FAIL"
+    return "\n".join(rows) + f"\n\n{word}: {verdict.reason}\n"
+
+
+def send(url: str, model: str, body: Any, token: str | None, timeout: float = 30) -> Exchange:
+    """POST one JSON body to `url`/predictions/<model>; status 0 when no answer came at all."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/predictions/{model}", json.dumps(body).encode(), headers
+    )
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            raw, status = answer.read(), answer.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    except OSError:
+        return Exchange(0, time.perf_counter() - start)
+    latency = time.perf_counter() - start
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    return Exchange(status, latency, parsed)
+
+
+def paired(
+    model: str,
+    stable_url: str,
+    candidate_url: str,
+    bodies: Sequence[Any],
+    token: str | None,
+    workers: int = 4,
+) -> tuple[list[Exchange], list[Exchange]]:
+    """Each body sent to both versions (a few at a time); their exchanges, paired by position."""
+    with ThreadPoolExecutor(workers) as pool:  # interleaved: both wait in the same queue
+        pairs = [
+            (pool.submit(send, stable_url, model, b, token),
+             pool.submit(send, candidate_url, model, b, token))
+            for b in bodies
+        ]  # fmt: skip
+        return [s.result() for s, _ in pairs], [c.result() for _, c in pairs]
+
+
+def body_source(model: str, seed: int = 0) -> Callable[[], Any]:
+    """A draw of the model's held-out load payloads (tools/<model>/samples.py `payloads`)."""
+    from tools.registry import get
+
+    payloads = get(model).samples().payloads
+    if payloads is None:
+        raise ValueError(f"{model} has no load payloads to judge on: pass --bodies")
+    return payloads(seed=seed)
+
+
+def judge_bodies(model: str, n: int, seed: int = 0) -> list[Any]:
+    """`n` of the model's held-out load payloads."""
+    draw = body_source(model, seed)
+    return [draw() for _ in range(n)]
+
+
+def verdict_json(model: str, verdict: Verdict, **extra: Any) -> dict[str, Any]:
+    metrics = {k: (None if math.isnan(v) else round(v, 6)) for k, v in verdict.metrics.items()}
+    return {
+        "model": model,
+        "passed": verdict.passed,
+        "reason": verdict.reason,
+        "metrics": metrics,
+    } | extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m deploy.rollout",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    j = sub.add_parser("judge", help="compare a candidate's answers with the stable version's")
+    j.add_argument("model")
+    j.add_argument("--stable", required=True, help="the stable version's REST base URL")
+    j.add_argument("--candidate", required=True, help="the candidate's REST base URL")
+    j.add_argument("--token-file", type=Path, help="a file whose first line is a client token")
+    j.add_argument("--requests", type=int, default=40, help="held-out payloads to send to both")
+    j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--bodies", type=Path, help="JSON bodies to send, one a line (not payloads)")
+    j.add_argument("--out", type=Path, help="write the verdict and metrics here (JSON)")
+    args = p.parse_args(argv)
+    try:
+        limits = thresholds(args.model)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rollout: {e}", file=sys.stderr)
+        return 2
+    token = args.token_file.read_text().split()[0] if args.token_file else None
+    if args.bodies:
+        bodies = [json.loads(x) for x in args.bodies.read_text().splitlines() if x.strip()]
+    else:
+        bodies = judge_bodies(args.model, args.requests, args.seed)
+    stable, candidate = paired(args.model, args.stable, args.candidate, bodies, token)
+    verdict = analyse(limits, stable, candidate)
+    print(table(verdict), end="")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(verdict_json(args.model, verdict), indent=2) + "\n")
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

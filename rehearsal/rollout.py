@@ -1,0 +1,384 @@
+"""`make rollout`: a candidate version rolled out beside the stable one on this machine, for real,
+judged on its answers at every step and rolled back automatically when a step fails.
+
+    python -m rehearsal.rollout MODEL --candidate PATH.mar [--stable model_store/MODEL.mar]
+        [--steps 5,25,50,100] [--step-s 10] [--judge-requests 100] [--users 4] [--out reports]
+
+Two replica sets started the pod's way (rehearsal/pod.py: TorchServe + the pod proxy, ready by the
+pod's probes), `a` serving the stable archive and `b` the candidate, behind one HAProxy balancer
+(rehearsal/balancer.py, the rehearsal's) whose runtime API (`set server <backend>/<server> weight
+N` over its stats socket) moves the traffic. Locust users (rehearsal/locustfile.py: REST and gRPC)
+send the model's light requests through the balancer all along; each of their requests is logged
+and every failure counted.
+
+1. Shadow: the candidate's weight is 0, so clients only ever get the stable version's answers.
+   Both versions first answer a few requests unjudged (a worker's first answers are its slowest).
+   HAProxy 2.6 has no traffic mirroring, so the tool itself sends a copy: the same held-out
+   requests (tools/<model>/samples.py `payloads`) to both replicas' doors, judged by
+   deploy/rollout.py on the model's own thresholds (handlers/<model>/rollout.yaml).
+2. Canary steps (default 5, 25, 50, 100 % of the weight): at each, after `--step-s` seconds of
+   client traffic split by weight, a fresh sample of paired requests is added and the judgement
+   is made again over every paired request so far (a rate such as the out-of-distribution shift,
+   estimated from a hundred requests, is within a few hundredths of the truth; each step narrows
+   it), plus the balancer's per-server figures for the step itself from `show stat` (requests,
+   5xx answers, response errors, connection errors, mean response time) and the client failures
+   in the step.
+
+A failed step sets all weight back to the stable replica at once and the rollout stops: the
+candidate is not promoted (with a bucket configured, its S3 stage is left where it was). Passing
+the last step promotes: with a bucket (--bucket, else MODEL_BUCKET) the candidate, published
+first where it is not yet, becomes the `production` stage (deploy.s3); without one the command
+that would do it is printed. The report, each step's metrics and the verdict naming the metric,
+goes to <out>/rollout-<model>.json and is printed. Exit status: 0 promoted, 1 rolled back (or a
+client request failed), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy import rollout as judge
+from rehearsal.__main__ import TOKEN, start_locust
+from rehearsal.balancer import BACKENDS, Balancer
+from rehearsal.pod import ROOT, Pod, pod_config
+from tools.registry import get
+
+STABLE, CANDIDATE = "a", "b"
+"""The balancer's server names (rehearsal/balancer.cfg): a serves stable, b the candidate."""
+DOOR_COUNTERS = ("stot", "hrsp_5xx", "eresp", "econ")
+WARM_UP = 16
+"""Requests each version answers, unjudged, before the shadow's sample."""
+
+
+@dataclass
+class Rollout:
+    model: str
+    stable_mar: Path
+    candidate_mar: Path
+    work: Path
+    steps: list[int] = field(default_factory=lambda: [5, 25, 50, 100])
+    step_s: float = 10.0
+    judge_requests: int = 100
+    users: int = 4
+    pacing_s: float = 0.2
+    bucket: str | None = None
+    s3_args: list[str] = field(default_factory=list)
+    limits: judge.Thresholds | None = None
+    say: Any = print
+
+    def __post_init__(self) -> None:
+        self.limits = self.limits or judge.thresholds(self.model)
+        self.paired: tuple[list[judge.Exchange], list[judge.Exchange]] = ([], [])
+
+    # -- the parts ---------------------------------------------------------------------------
+    def start(self) -> None:
+        key = secrets.token_urlsafe(32)  # one Secret for both sets, as one Service's pods
+        config = pod_config("cpu")
+        self.pods = {
+            name: Pod(self.work / name, {self.model: mar}, [TOKEN], config, state_key=key)
+            for name, mar in ((STABLE, self.stable_mar), (CANDIDATE, self.candidate_mar))
+        }
+        errors: list[BaseException] = []
+
+        def up(pod: Pod) -> None:
+            try:
+                pod.start()
+            except BaseException as e:  # reported below, in this thread
+                errors.append(e)
+
+        def bodies() -> None:  # the held-out data loads while the replicas start
+            try:
+                self.draw = judge.body_source(self.model, seed=0)
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=up, args=(p,)) for p in self.pods.values()]
+        threads.append(threading.Thread(target=bodies))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        self.lb = Balancer(self.work / "lb", self.pods, TOKEN).start()
+        self.lb.set_weight(CANDIDATE, 0)
+        self.lb.set_weight(STABLE, 100)
+        self.log = self.work / "requests.jsonl"
+        self.locust = start_locust(
+            self.lb, self.log, self.users, self.work, self.pacing_s, model=self.model
+        )
+
+    def stop(self) -> None:
+        locust = getattr(self, "locust", None)
+        if locust is not None and locust.poll() is None:
+            locust.send_signal(signal.SIGTERM)
+            try:
+                locust.wait(timeout=30)
+            except Exception:
+                locust.kill()
+        if getattr(self, "lb", None) is not None:
+            self.lb.stop()
+        for pod in getattr(self, "pods", {}).values():
+            pod.kill()
+
+    def client_log(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(x) for x in self.log.read_text().splitlines() if x.strip()]
+
+    def door(self) -> dict[str, dict[str, float]]:
+        """Per server, REST + gRPC: the counters so far and the mean response time (ms)."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.lb.stats():
+            if r["pxname"] in BACKENDS and r["svname"] in self.pods:
+                s = out.setdefault(r["svname"], dict.fromkeys(DOOR_COUNTERS, 0.0))
+                for k in DOOR_COUNTERS:
+                    s[k] += float(r.get(k) or 0)
+                if r["pxname"] == BACKENDS[0]:
+                    s["rtime_ms"] = float(r.get("rtime") or 0)
+        return out
+
+    # -- one step ----------------------------------------------------------------------------
+    def analyse(self, name: str, weight: int, since: float, door0: dict) -> dict:
+        assert self.limits is not None
+        bodies = [self.draw() for _ in range(self.judge_requests)]
+        stable, candidate = judge.paired(
+            self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, bodies, TOKEN
+        )
+        self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
+        self.paired[1].extend(candidate)  # request so far, the shadow's included
+        verdict = judge.analyse(self.limits, *self.paired)
+        door1 = self.door()
+        door: dict[str, dict[str, float]] = {}
+        for server, label in ((STABLE, "stable"), (CANDIDATE, "candidate")):
+            d = {k: door1[server][k] - door0[server][k] for k in DOOR_COUNTERS}
+            d["errors"] = d["hrsp_5xx"] + d["eresp"] + d["econ"]
+            d["error_rate"] = d["errors"] / d["stot"] if d["stot"] else 0.0
+            d["rtime_ms"] = door1[server].get("rtime_ms", 0.0)
+            door[label] = d
+        clients = [e for e in self.client_log() if e["end"] >= since]
+        failed = sum(not e["ok"] for e in clients)
+        metrics = dict(verdict.metrics)
+        rise = door["candidate"]["error_rate"] - door["stable"]["error_rate"]
+        metrics["door_error_rate_increase"] = rise
+        metrics["client_requests"], metrics["client_failures"] = len(clients), failed
+        passed, reason = verdict.passed, verdict.reason
+        if passed and rise > self.limits.max_error_rate_increase:
+            passed = False
+            reason = f"door_error_rate_increase {rise:.4f} not <= {self.limits.max_error_rate_increase:g}"
+        if passed and failed:
+            passed, reason = False, f"client_failures {failed} not <= 0"
+        step = {
+            "step": name,
+            "candidate_weight_percent": weight,
+            "passed": passed,
+            "reason": reason,
+            "metrics": {k: (None if v != v else round(v, 6)) for k, v in metrics.items()},
+            "door": door,
+        }
+        self.say(render_step(step))
+        return step
+
+    # -- the sequence --------------------------------------------------------------------------
+    def run(self) -> dict:
+        began = time.time()
+        steps: list[dict] = []
+        outcome, reason = "promoted", "every step passed"
+        try:
+            self.say(f"rollout {self.model}: starting stable (a) and candidate (b) replicas")
+            self.start()
+            # Both versions warmed before they are timed: the stable one has the client load,
+            # the candidate none yet, and a worker's first answers are its slowest.
+            warm = [self.draw() for _ in range(WARM_UP)]
+            judge.paired(self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, warm, TOKEN)
+            time.sleep(2)  # the client load under way before the first judgement
+            door0, since = self.door(), time.time()
+            self.say("rollout: shadow (candidate weight 0: clients get stable's answers only)")
+            steps.append(self.analyse("shadow", 0, since, door0))
+            for percent in [] if not steps[-1]["passed"] else self.steps:
+                self.lb.set_weight(STABLE, 100 - percent)
+                self.lb.set_weight(CANDIDATE, percent)
+                door0, since = self.door(), time.time()
+                self.say(f"rollout: canary {percent} % (weights a={100 - percent} b={percent})")
+                time.sleep(self.step_s)
+                steps.append(self.analyse(f"canary {percent}%", percent, since, door0))
+                if not steps[-1]["passed"]:
+                    break
+            if not steps[-1]["passed"]:
+                self.lb.set_weight(STABLE, 100)  # all traffic back to stable, at once
+                self.lb.set_weight(CANDIDATE, 0)
+                outcome = "rolled back"
+                reason = f"{steps[-1]['step']}: {steps[-1]['reason']}"
+                self.say(f"rollout: ROLLED BACK at {reason}; all weight back to stable")
+                time.sleep(2)  # clients keep being served by stable after the switch back
+        finally:
+            self.stop()
+        clients = self.client_log()
+        failed = [e for e in clients if not e["ok"]]
+        if outcome == "promoted" and failed:
+            outcome, reason = "rolled back", f"client_failures {len(failed)} not <= 0"
+        version = candidate_version(self.candidate_mar)
+        result = {
+            "model": self.model,
+            "stable": str(self.stable_mar),
+            "candidate": str(self.candidate_mar),
+            "candidate_version": version,
+            "outcome": outcome,
+            "reason": reason,
+            "steps": steps,
+            "clients": {
+                "requests": len(clients),
+                "failed": len(failed),
+                "errors": sorted({str(e["error"])[:120] for e in failed}),
+                "answered_by": {
+                    s: sum(e["ok"] and e.get("replica") == s for e in clients)
+                    for s in (STABLE, CANDIDATE)
+                },
+            },
+            "thresholds": self.limits.model_dump() if self.limits else {},
+            "seconds": round(time.time() - began, 1),
+        }
+        result["promotion"] = self.promote(version) if outcome == "promoted" else self.unpromoted()
+        return result
+
+    def promote(self, version: str | None) -> dict:
+        cmd = (
+            f"python -m deploy publish {self.candidate_mar} --model {self.model} --bucket <bucket>"
+            f" && python -m deploy promote {self.model} {version} --stage production"
+            " --bucket <bucket>"
+        )
+        if not self.bucket:
+            return {"done": False, "stage": "production", "version": version, "command": cmd}
+        from deploy.__main__ import main as store
+
+        base = ["--bucket", self.bucket, *self.s3_args, "--no-progress"]
+        model = ["--model", self.model]
+        published = store(["publish", str(self.candidate_mar), *model, *base])
+        if published not in (0, 1):  # 1: that version is published already
+            raise RuntimeError(f"publishing {self.candidate_mar} failed ({published})")
+        code = store(["promote", self.model, str(version), "--stage", "production", *base])
+        return {"done": code == 0, "stage": "production", "version": version}
+
+    def unpromoted(self) -> dict:
+        where = f"s3://{self.bucket}" if self.bucket else "no bucket configured"
+        return {"done": False, "stage": "production", "left_as_it_was": where}
+
+
+def candidate_version(mar: Path) -> str | None:
+    from deploy.s3.archive_info import read_training_manifest
+
+    try:
+        return str(read_training_manifest(mar).get("version"))
+    except Exception:
+        return None
+
+
+def render_step(step: dict) -> str:
+    m, d = step["metrics"], step["door"]
+    keep = [k for k in m if k not in ("client_requests", "client_failures")]
+    rows = [f"  {k:<26} {'' if m[k] is None else format(m[k], '.4f')}" for k in keep]
+    rows.append(
+        "  door (this step)           "
+        + "; ".join(
+            f"{side}: {int(x['stot'])} req, {int(x['errors'])} err, {x['rtime_ms']:.0f} ms mean"
+            for side, x in d.items()
+        )
+    )
+    rows.append(
+        f"  clients (this step)        {m['client_requests']} req, {m['client_failures']} failed"
+    )
+    word = "PASS" if step["passed"] else "FAIL"
+    return f"[{step['step']}] {word}: {step['reason']}\n" + "\n".join(rows)
+
+
+def render(result: dict) -> str:
+    c = result["clients"]
+    lines = [
+        f"rollout {result['model']}: {result['outcome'].upper()} ({result['reason']})",
+        f"  candidate {result['candidate']} (version {result['candidate_version']})",
+        f"  clients: {c['requests']} requests, {c['failed']} failed; answered by stable "
+        f"{c['answered_by'][STABLE]}, candidate {c['answered_by'][CANDIDATE]}",
+    ]
+    p = result["promotion"]
+    if result["outcome"] == "promoted":
+        lines.append(
+            f"  promotion: production -> {p['version']}"
+            if p["done"]
+            else f"  promotion: no bucket configured; to promote:\n    {p['command']}"
+        )
+    else:
+        lines.append(f"  promotion: none (production stage: {p['left_as_it_was']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m rehearsal.rollout",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model")
+    p.add_argument("--candidate", type=Path, required=True, help="the candidate's .mar")
+    p.add_argument("--stable", type=Path, help="default: model_store/<model>.mar")
+    p.add_argument(
+        "--steps", type=lambda v: [int(x) for x in v.split(",") if x], default=[5, 25, 50, 100]
+    )
+    p.add_argument("--step-s", type=float, default=10.0, help="client traffic per canary step")
+    p.add_argument(
+        "--judge-requests", type=int, default=100, help="paired requests added at each step"
+    )
+    p.add_argument("--users", type=int, default=4, help="Locust users through the balancer")
+    p.add_argument("--out", type=Path, default=ROOT / "reports")
+    p.add_argument("--work", type=Path, default=ROOT / "build" / "rollout")
+    p.add_argument("--bucket", default=os.environ.get("MODEL_BUCKET") or None)
+    p.add_argument("--prefix", default=os.environ.get("MODEL_PREFIX", "models"))
+    p.add_argument("--endpoint-url")
+    args = p.parse_args(argv)
+    stable = args.stable or ROOT / "model_store" / f"{args.model}.mar"
+    for path in (stable, args.candidate):
+        if not path.is_file():
+            print(f"rollout: {path}: no such archive", file=sys.stderr)
+            return 2
+    if get(args.model).samples().light_request is None:
+        print(f"rollout: {args.model} has no light_request for the client load", file=sys.stderr)
+        return 2
+    if not all(0 < s <= 100 for s in args.steps) or args.steps != sorted(args.steps):
+        print("rollout: --steps must rise within 1..100", file=sys.stderr)
+        return 2
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    s3 = ["--prefix", args.prefix] + (
+        ["--endpoint-url", args.endpoint_url] if args.endpoint_url else []
+    )
+    r = Rollout(
+        args.model,
+        stable.resolve(),
+        args.candidate.resolve(),
+        args.work,
+        steps=args.steps,
+        step_s=args.step_s,
+        judge_requests=args.judge_requests,
+        users=args.users,
+        bucket=args.bucket,
+        s3_args=s3,
+    )
+    result = r.run()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"rollout-{args.model}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(render(result))
+    return 0 if result["outcome"] == "promoted" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

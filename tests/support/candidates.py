@@ -1,0 +1,26 @@
+"""Candidate archives for rollout tests and demonstrations: a known-bad version of a classifier,
+built from a good archive without retraining."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+
+def labels_swapped(mar: Path, out: Path) -> Path:
+    """A copy of a classifier's .mar whose handler names its classes in reverse order: it loads,
+    passes every probe and answers with the same confidence, but every label is another one (a
+    training run that shipped the wrong class order). Its manifest's version gets a suffix."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(mar) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "manifest.json":
+                manifest = json.loads(data)
+                classes = manifest["handler"]["classes"]
+                manifest["handler"]["classes"] = list(reversed(classes))
+                manifest["version"] = f"{manifest['version']}-labels-swapped"
+                data = json.dumps(manifest, indent=2).encode()
+            dst.writestr(item, data)
+    return out

@@ -1,0 +1,120 @@
+"""deploy/rollout.py: every model's thresholds parse, and the verdict names the failing metric."""
+
+import pytest
+from pydantic import ValidationError
+
+from deploy import rollout
+from deploy.rollout import Exchange, Thresholds, analyse
+from handlers.registry import names
+
+
+@pytest.mark.parametrize("model", names())
+def test_every_model_has_valid_thresholds(model: str) -> None:
+    assert rollout.thresholds(model).max_error_rate_increase >= 0
+
+
+def test_thresholds_refuse_unknown_keys_and_missing_metric() -> None:
+    base = {
+        "kind": "classifier",
+        "max_ood_rate_shift": 0.1,
+        "max_error_rate_increase": 0,
+        "max_p99_ratio": 2,
+        "min_requests": 1,
+    }
+    with pytest.raises(ValidationError):
+        Thresholds.model_validate(base | {"min_label_agreeement": 0.9})
+    with pytest.raises(ValidationError):
+        Thresholds.model_validate(base)
+
+
+def _ans(label: str, p: float) -> Exchange:
+    return Exchange(200, 0.01, {"label": label, "probabilities": {"a": p, "b": 1 - p}})
+
+
+def test_identical_answers_pass_and_flipped_labels_fail() -> None:
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 100
+    assert analyse(limits, stable, stable).passed
+    flipped = [_ans("b", 0.1)] * 10 + [_ans("a", 0.9)] * 90
+    v = analyse(limits, stable, flipped)
+    assert not v.passed and v.reason.startswith("label_agreement 0.9000")
+
+
+def test_candidate_errors_fail() -> None:
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 100
+    cand = [Exchange(503, 0.01)] + stable[1:]
+    v = analyse(limits, stable, cand)
+    assert not v.passed and "error_rate_increase" in v.reason
+
+
+def test_thresholds_set_impossibly_loose_would_promote_every_label_flipped() -> None:
+    """The bad candidate of tests/integration/test_rollout.py (every label flipped, the same
+    confidence) fails on label agreement alone: with that threshold at 0 it would be promoted."""
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 50 + [_ans("b", 0.2)] * 50
+    flipped = [_ans("b", 0.1)] * 50 + [_ans("a", 0.8)] * 50
+    v = analyse(limits, stable, flipped)
+    assert not v.passed and v.reason == "label_agreement 0.0000 not >= 0.97"
+    assert v.metrics["entropy_shift"] < 1e-9  # nothing else would have caught it
+    loose = limits.model_copy(update={"min_label_agreement": 0.0})
+    assert analyse(loose, stable, flipped).passed
+
+
+def test_p99_ratio_counts_latencies_under_the_floor_as_the_floor() -> None:
+    limits = rollout.thresholds("tabular")
+    assert limits.p99_floor_s == 0.1
+
+    def at(latency: float) -> list[Exchange]:
+        return [Exchange(200, latency, {"label": "a", "probabilities": {"a": 0.9, "b": 0.1}})] * 30
+
+    fast = analyse(limits, at(0.01), at(0.03))  # 3x of nothing: scheduling noise
+    assert fast.passed and fast.metrics["p99_ratio"] == 1.0
+    slow = analyse(limits, at(0.01), at(0.5))
+    assert not slow.passed and slow.reason == "p99_ratio 5.0000 not <= 3"
+
+
+def _door(label: str):
+    """A stand-in REST door on loopback answering every prediction with `label`."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            ok = self.path == "/predictions/tabular" and self.headers["Authorization"] == "Bearer t"
+            body = json.dumps({"label": label, "probabilities": {"a": 0.9, "b": 0.1}}).encode()
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_judge_command_exits_by_the_verdict_and_writes_it(tmp_path, capsys) -> None:
+    import json
+
+    bodies, token = tmp_path / "bodies.jsonl", tmp_path / "tokens"
+    bodies.write_text('{"mean radius": 14.0}\n' * 25)
+    token.write_text("t\n")
+    (sa, a), (sb, b), (sc, c) = _door("a"), _door("a"), _door("b")
+    try:
+        common = ["--bodies", str(bodies), "--token-file", str(token)]
+        out = tmp_path / "v.json"
+        assert rollout.main(["judge", "tabular", "--stable", a, "--candidate", b, *common]) == 0
+        assert "PASS: every metric within its threshold" in capsys.readouterr().out
+        args = ["judge", "tabular", "--stable", a, "--candidate", c, *common, "--out", str(out)]
+        assert rollout.main(args) == 1
+        verdict = json.loads(out.read_text())
+        assert verdict["passed"] is False
+        assert verdict["reason"] == "label_agreement 0.0000 not >= 0.97"
+        assert rollout.main(["judge", "nosuch", "--stable", a, "--candidate", b]) == 2
+    finally:
+        for s in (sa, sb, sc):
+            s.shutdown()
