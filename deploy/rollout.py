@@ -5,10 +5,14 @@ and returns the metrics and a verdict whose reason names the metric, its value a
 
     python -m deploy.rollout judge MODEL --stable URL --candidate URL [--token-file F]
         [--requests 40] [--seed 0] [--bodies FILE.jsonl] [--out verdict.json]
+    python -m deploy.rollout bodies MODEL [--requests 40] [--seed 0] > MODEL.jsonl
 
 `judge` sends the same requests (the model's held-out load payloads, tools/<model>/samples.py, or
 one JSON body a line from --bodies) to both versions' REST doors, judges the answers and prints the
-metrics table and the verdict; exit status 0 PASS, 1 FAIL, 2 bad usage. `make rollout`
+metrics table and the verdict; exit status 0 PASS, 1 FAIL, 2 bad usage. `bodies` writes those
+held-out payloads, one JSON body a line, where the tools and their data are installed (a
+checkout), for a judge that runs where they are not (the serving image: the Argo Rollouts
+analysis Job reads them from a ConfigMap, docs/kubernetes.md). `make rollout`
 (rehearsal/rollout.py) runs the same comparison at every step of a local shadow and canary rollout.
 """
 
@@ -276,7 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--seed", type=int, default=0)
     j.add_argument("--bodies", type=Path, help="JSON bodies to send, one a line (not payloads)")
     j.add_argument("--out", type=Path, help="write the verdict and metrics here (JSON)")
+    b = sub.add_parser("bodies", help="print held-out payloads, one JSON body a line (--bodies)")
+    b.add_argument("model")
+    b.add_argument("--requests", type=int, default=40, help="how many payloads")
+    b.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    if args.command == "bodies":
+        for body in judge_bodies(args.model, args.requests, args.seed):
+            print(json.dumps(body))
+        return 0
     try:
         limits = thresholds(args.model)
     except (FileNotFoundError, ValueError) as e:

@@ -218,6 +218,11 @@ def test_the_answers_metric_runs_the_judge_from_the_serving_image_against_both_s
     volumes = {v["name"]: v for v in pod["volumes"]}
     (mount,) = [m for m in judge["volumeMounts"] if token.startswith(m["mountPath"] + "/")]
     assert volumes[mount["name"]]["secret"]["secretName"] == "torchserve-client-tokens"
+    # The image has no tools or data to draw held-out requests: they come from a ConfigMap.
+    bodies = argv[argv.index("--bodies") + 1]
+    assert bodies.endswith("/{{args.model}}.jsonl")
+    (mount,) = [m for m in judge["volumeMounts"] if bodies.startswith(m["mountPath"] + "/")]
+    assert volumes[mount["name"]]["configMap"]["name"] == "rollout-judge-bodies"
     # The namespace enforces the restricted Pod Security profile on the judge's pod too.
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"

@@ -1,5 +1,7 @@
 """deploy/rollout.py: every model's thresholds parse, and the verdict names the failing metric."""
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -118,3 +120,13 @@ def test_judge_command_exits_by_the_verdict_and_writes_it(tmp_path, capsys) -> N
     finally:
         for s in (sa, sb, sc):
             s.shutdown()
+
+
+def test_bodies_writes_held_out_payloads_a_judge_reads_back(tmp_path, capsys) -> None:
+    """`bodies` is what a judge without the tools (the serving image's) reads with --bodies."""
+    assert rollout.main(["bodies", "tabular", "--requests", "3", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    bodies = [json.loads(x) for x in lines]
+    assert bodies == rollout.judge_bodies("tabular", 3, seed=1)
+    assert all(isinstance(b, dict) and b for b in bodies)  # a record, or {"records": [...]}
