@@ -133,6 +133,20 @@ def test_sentiment_answers_equal_the_in_process_answer_to_the_bit(
     assert got["truncated"].tolist() == [r["truncated"] for r in rows]
 
 
+def _frequency_call(oip_server, services, transport, binary, parameters):
+    """A 256-sample sine at frequency's first frequency, asked over OIP: (signal, outputs)."""
+    settings = services["frequency"].settings
+    t = np.arange(256)
+    signal = np.sin(2 * np.pi * settings.frequencies[0] * t / settings.sample_rate).astype(
+        np.float32
+    )
+    call_ = call(
+        "frequency", [("signal", "FP32", signal)], transport, binary, parameters=parameters
+    )
+    [result] = oip_server.run([call_])
+    return signal, _outputs(result)
+
+
 @pytest.mark.parametrize(("transport", "binary"), TRANSPORTS)
 def test_frequency_signal_equals_the_in_process_float32_answer_to_the_bit(
     oip_server, services, transport, binary
@@ -140,23 +154,8 @@ def test_frequency_signal_equals_the_in_process_float32_answer_to_the_bit(
     from handlers.frequency.codec import decode_answer, request_float32
 
     settings = services["frequency"].settings
-    t = np.arange(256)
-    signal = (np.sin(2 * np.pi * settings.frequencies[0] * t / settings.sample_rate)).astype(
-        np.float32
-    )
     freqs = ",".join(f"{f:g}" for f in settings.frequencies[:2])
-    [result] = oip_server.run(
-        [
-            call(
-                "frequency",
-                [("signal", "FP32", signal)],
-                transport,
-                binary,
-                parameters={"frequencies": freqs},
-            )
-        ]
-    )
-    got = _outputs(result)
+    signal, got = _frequency_call(oip_server, services, transport, binary, {"frequencies": freqs})
     body, headers = request_float32(signal, frequencies=settings.frequencies[:2])
     answer = decode_answer(*in_process(services["frequency"], body, headers))
     assert got["signal"].dtype == np.float32 and got["signal"].shape == answer.signal.shape
@@ -171,23 +170,7 @@ def test_frequency_without_the_band_answers_the_same_signal_and_no_std(
 ):
     from handlers.frequency.codec import decode_answer, request_float32
 
-    settings = services["frequency"].settings
-    t = np.arange(256)
-    signal = np.sin(2 * np.pi * settings.frequencies[0] * t / settings.sample_rate).astype(
-        np.float32
-    )
-    [result] = oip_server.run(
-        [
-            call(
-                "frequency",
-                [("signal", "FP32", signal)],
-                transport,
-                binary,
-                parameters={"band": False},
-            )
-        ]
-    )
-    got = _outputs(result)
+    signal, got = _frequency_call(oip_server, services, transport, binary, {"band": False})
     assert "std" not in got
     body, headers = request_float32(signal)
     answer = decode_answer(*in_process(services["frequency"], body, headers))
