@@ -20,7 +20,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install train archive serve serve-pulled serve-oip stop-oip metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-explain score bench-score image image-test
+.PHONY: help install train archive serve serve-pulled serve-oip stop-oip metrics stop test test-unit lint clean publish promote pull k8s loadtest bench bench-runtimes bench-explain score bench-score image image-test
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -211,6 +211,22 @@ loadtest: $(STAMP) ## Locust, headless, REST+gRPC users against `make serve`; SL
 BENCH_ARGS ?= --variant maxBatchDelay=20
 bench: archive ## In-process vs served, fp32 and int8 ONNX, REST+gRPC to 32 clients, JSON and binary bodies, lone-client tax, time breakdown, what the cores allow, frequency against a no-op of its sizes (the serving ceiling); reports/bench.{json,md,png}
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The encoder runtimes `make bench-runtimes` compares (OpenVINO, NNCF) live in their own venv, made on
+# demand from requirements-runtimes.txt: none of them is served, so they stay out of .venv.
+RUNTIMES_VENV := .venv-runtimes
+$(RUNTIMES_VENV)/.installed: requirements-runtimes.txt
+	test -x $(RUNTIMES_VENV)/bin/python || $(PYTHON_SYS) -m venv $(RUNTIMES_VENV)
+	$(RUNTIMES_VENV)/bin/python -m pip install --quiet -r requirements-runtimes.txt
+	touch $@
+
+# BENCH_RUNTIMES_ARGS: options of `python -m bench.runtimes measure`, e.g. "--threads 2 --rounds 5".
+BENCH_RUNTIMES_ARGS ?=
+bench-runtimes: $(STAMP) $(RUNTIMES_VENV)/.installed ## Sentiment encoder in-process: ONNX Runtime fp32/int8 vs OpenVINO f32/bf16/NNCF int8, batch 1 and 8, gated on the selection split; the rule's decision; reports/runtimes.{json,md}
+	mkdir -p reports
+	$(PY) -m bench.runtimes prepare --artifacts artifacts/sentiment --data reports/runtimes-data.json
+	$(RUNTIMES_VENV)/bin/python -m bench.runtimes measure --data reports/runtimes-data.json --measured reports/runtimes-measured.json $(BENCH_RUNTIMES_ARGS)
+	$(PY) -m bench.runtimes report --data reports/runtimes-data.json --measured reports/runtimes-measured.json --out reports
 
 bench-explain: $(STORE)/sentiment.mar ## Sentiment explanations served: a lone client's 230-word reviews (p50), then prediction latency while explanations flood; reports/explanations/
 	$(PY) -m bench.explanations --archive $(STORE)/sentiment.mar --review-words 230
