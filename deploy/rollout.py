@@ -106,16 +106,14 @@ def _ood(answer: dict) -> bool:
 
 
 def _components(answer: dict) -> list[float]:
-    """Frequency: every extracted component's samples, in a stable order."""
-    comps = answer.get("components")
-    out: list[float] = []
-    if isinstance(comps, dict):
-        for key in sorted(comps):
-            v = comps[key]
-            v = v.get("signal", v.get("values")) if isinstance(v, dict) else v
-            if isinstance(v, list):
-                out.extend(float(x) for x in v if isinstance(x, int | float))
-    return out
+    """Frequency: every extracted component's samples, in the answer's order (its `components`
+    list of {"frequency", "signal", "std"}: handlers/kits/signal/codec.answer_json)."""
+    return [
+        float(x)
+        for c in answer.get("components") or []
+        if isinstance(c, dict)
+        for x in c.get("signal") or []
+    ]
 
 
 def _p99(values: Sequence[float]) -> float:

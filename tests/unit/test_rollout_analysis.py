@@ -42,6 +42,22 @@ def test_identical_answers_pass_and_flipped_labels_fail() -> None:
     assert not v.passed and v.reason.startswith("label_agreement 0.9000")
 
 
+def _signal(shift: float) -> Exchange:
+    """A frequency answer as served (answer_json): components a list, each with its samples."""
+    comps = [{"frequency": f, "signal": [0.5 + shift, -0.5 + shift], "std": [0.1, 0.1]}
+             for f in (1.0, 3.0)]  # fmt: skip
+    return Exchange(200, 0.01, {"components": comps, "out_of_distribution": False})
+
+
+def test_frequency_answers_are_compared_by_their_components() -> None:
+    limits = rollout.thresholds("frequency")
+    stable = [_signal(0.0)] * 30
+    same = analyse(limits, stable, stable)
+    assert same.passed and same.metrics["component_mad"] == 0.0
+    drifted = analyse(limits, stable, [_signal(0.2)] * 30)
+    assert not drifted.passed and drifted.reason.startswith("component_mad 0.2000")
+
+
 def test_candidate_errors_fail() -> None:
     limits = rollout.thresholds("tabular")
     stable = [_ans("a", 0.9)] * 100
