@@ -264,11 +264,12 @@ pull: $(STAMP) ## Pull MODEL at VERSION (else STAGE, default production) into mo
 	@test -n "$(BUCKET)" || { echo "set BUCKET=<bucket> (or MODEL_BUCKET)" >&2; exit 2; }
 	for m in $(MODEL); do $(PY) -m deploy pull $$m $(if $(VERSION),--version $(VERSION),--stage $(STAGE)) --dest $(STORE) $(S3_ARGS); done
 
-# The integration tier's pytest processes (pytest-xdist): each file's tests stay in one process (its
-# servers start once). TEST_WORKERS=2 takes it from about 13.5 to 9 minutes on 2 cores, but the
-# full-queue test's burst then does not always outrun its worker (1 failure in 5 runs). The default,
-# 0, runs it in pytest's own process.
-TEST_WORKERS ?= 0
+# The integration tier runs in two passes. First its pytest-xdist processes (TEST_WORKERS; each
+# file's tests stay in one process, so its servers start once) take every file but those marked
+# `serial`; then the serial files run alone in pytest's own process: they bound a latency, outrun a
+# worker with a burst or count a Locust load's answers, and a neighbour's load would make them
+# measure the neighbour. TEST_WORKERS=0 runs the first pass in pytest's own process too.
+TEST_WORKERS ?= 2
 # The served check asks the models `make serve` left running (deploy/check_served.py): it runs when
 # artifacts/ holds every model, as after `make serve`, and then needs that server. Under CI
 # (CI=true, whose run trains and serves them first) a model missing there fails `make test`.
@@ -278,7 +279,8 @@ CHECK_SERVED_MISSING := check-served: artifacts/ does not hold every model (make
 test: $(STAMP) $(OIP_VENV)/.installed haproxy kubectl lint ## Lint, the unit tier (stops at the first failure), the served full-size models when trained (check-served), then the integration tier against real servers
 	$(PY) -m pytest -q -x --durations=10 tests/unit
 	$(if $(filter $(words $(MODELS)),$(words $(TRAINED))),$(MAKE) --no-print-directory check-served,$(if $(filter true True TRUE,$(CI)),@echo "$(CHECK_SERVED_MISSING) under CI=true: failed" >&2; exit 1,@echo "$(CHECK_SERVED_MISSING): skipped"))
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 tests/integration
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 -m "not serial" tests/integration
+	$(PY) -m pytest -q --durations=10 -m serial tests/integration
 
 .PHONY: check-served
 check-served: $(STAMP) ## Ask the full-size models `make serve` runs: held-out reviews, digits, a signal; REST = gRPC = MLflow PyFunc

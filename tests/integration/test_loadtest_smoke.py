@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.torchserve import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 def run_locust(served, out: Path, *args: str) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ import requests
 from deploy import local_door
 from rehearsal.pod import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 class _Ping(http.server.BaseHTTPRequestHandler):

@@ -21,7 +21,7 @@ import requests
 from handlers.errors import KINDS
 from tests.fixtures.oip import GRPC_SERVICE, in_oip_venv
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 PYTHON_NAMES = re.compile(
     r"Error\b|Exception\b|Traceback|struct\.|unpack|KeyError|NoneType|object has no|"

@@ -45,7 +45,7 @@ from reliability.record import fuzz_examples, record
 from tests.fixtures.oip import GRPC_SERVICE, in_oip_venv
 from tools import registry as tools_registry
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 UNKNOWN_MODEL = "no-such-model"
 SERVICE = GRPC_SERVICE

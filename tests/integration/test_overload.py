@@ -13,7 +13,7 @@ import requests
 from deploy.archive import build_archive
 from tests.support.torchserve import start_torchserve
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 BUDGET = 40
 """Tokens per batch: one 32-token text fits, two do not."""

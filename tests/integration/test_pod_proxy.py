@@ -30,7 +30,7 @@ from rehearsal.pod import Pod, pod_config
 from reliability import flood
 from reliability.flood import closed_at_once, open_idle, slow_upload
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN, OLD_TOKEN = "client-token-for-tests", "old-token-still-valid"

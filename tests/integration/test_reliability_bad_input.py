@@ -21,7 +21,7 @@ from reliability.probes import judge_answer, worker_identity
 from reliability.record import fuzz_examples, record
 from tests.support.torchserve import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 NAMED_BODIES = [
     Body("wrong-content-type", "image/png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"),

@@ -20,7 +20,7 @@ from reliability.probes import workers
 from reliability.record import record
 from tests.support.torchserve import TorchServe, start_torchserve
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 CLIENTS = 4
 """Closed-loop clients during the kill: at most this many requests are outstanding at any time."""

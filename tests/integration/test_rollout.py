@@ -15,7 +15,7 @@ import pytest
 from rehearsal import rollout
 from tests.support.candidates import labels_swapped
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SHORT = ["--steps", "5,100", "--step-s", "2", "--judge-requests", "20", "--users", "2"]
 

@@ -36,7 +36,7 @@ from reliability.record import fuzz_examples, record
 from reliability.surface import GrpcAttack, RestAttack, grpc_attacks, rest_attacks, rest_routes
 from tools import registry
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SERVICE = "/org.pytorch.serve.grpc.inference.InferenceAPIsService"
 RSS_BOUND = 1 << 30

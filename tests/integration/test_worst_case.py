@@ -23,7 +23,7 @@ from reliability import costly
 from reliability.probes import workers
 from tools import registry
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 RSS_BOUND_MB = {"digits": 256, "sentiment": 512, "frequency": 384, "tabular": 256}
 """Peak worker RSS above its idle RSS allowed while the worst case runs (docs/reliability.md)."""

@@ -36,15 +36,18 @@ def test_make_test_checks_the_served_models_when_every_model_is_trained(tmp_path
     unit = next(
         i for i, line in enumerate(lines) if "pytest -q -x --durations=10 tests/unit" in line
     )
-    integration = next(
+    integration = [
         i
         for i, line in enumerate(lines)
         if "-m pytest" in line and line.rstrip().endswith(" tests/integration")
-    )
-    assert (
-        "-n 0 --dist loadfile" in lines[integration]
-    )  # TEST_WORKERS' default: pytest's own process
-    assert unit < check < integration
+    ]
+    assert len(integration) == 2, integration
+    parallel, alone = (lines[i] for i in integration)
+    # TEST_WORKERS' default: two processes, each file in one; then the files marked serial, which
+    # bound a latency or a load, alone in pytest's own process. The two passes select every test.
+    assert "-n 2 --dist loadfile" in parallel and '-m "not serial"' in parallel
+    assert "-m serial" in alone and " -n " not in alone
+    assert unit < check < integration[0] < integration[1]
 
 
 def test_make_test_says_it_skips_the_check_while_a_model_is_untrained(tmp_path):
