@@ -330,13 +330,16 @@ image: ## Build the CPU serving image with docker, podman or buildah (IMAGE=, IM
 # The pod runs in a network namespace of its own (unshare --net: loopback only), so its ports never
 # meet a `make serve` on this machine; tests/image/pod.py says what differs from a kubelet's.
 # IMAGE_STORE: the archives it serves (default model_store/, from `make archive`); IMAGE_RUNTIMES:
-# torchserve, oip or both (the default).
+# torchserve, oip or both (the default). --noconftest: the file uses none of tests/conftest.py's
+# fixtures, whose imports (training, MLflow, moto) took 50 s of a loaded 2-core machine's start;
+# the offline settings it would make are made here.
 IMAGE_STORE ?= $(STORE)
 IMAGE_RUNTIMES ?= torchserve oip
 image-test: | $(STAMP) ## Run the built image as the Deployment does (tini, uid 10001, read-only root, volumes, door, probes; both runtimes): every model answers as in process; deletion drains, exit 0
 	@command -v buildah >/dev/null || { echo "make image-test runs the image with buildah: make image installs it (as root)" >&2; exit 2; }
 	IMAGE="$(IMAGE)" IMAGE_STORE="$(abspath $(IMAGE_STORE))" IMAGE_RUNTIMES="$(IMAGE_RUNTIMES)" \
-		unshare --net -- $(PY) -m tests.support.netns $(PY) -m pytest -q -s -p no:cacheprovider --durations=0 tests/image/check_image.py
+		HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false \
+		unshare --net -- $(PY) -m tests.support.netns $(PY) -m pytest -q -s -p no:cacheprovider --noconftest --durations=0 tests/image/check_image.py
 
 # REHEARSE_ARGS e.g. "--users 8 --pre-stop-s 5"; --no-streams skips the stream check.
 REHEARSE_ARGS ?=

@@ -73,8 +73,14 @@ debian_base() {
     root=$(mktemp -d "${TMPDIR:-/var/tmp}/python-debian.XXXXXX")
     trap 'rm -rf "${root:-}" "${run:-}"' EXIT # root, run: globals, read at exit
     say "making $STANDIN from Debian's packages in $root"
+    local mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
     debootstrap --variant=minbase --include=python3.11,python3.11-venv,python3-distutils,python-is-python3,ca-certificates \
-        bookworm "$root" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
+        bookworm "$root" "$mirror" >&2 || {
+        local status=$?
+        [ ! -f "$root/debootstrap/debootstrap.log" ] || tail -n 20 "$root/debootstrap/debootstrap.log" >&2
+        say "debootstrap could not make $STANDIN from $mirror (exit $status; its log's last lines above): is the mirror reachable from here (DEBIAN_MIRROR names another)? Or set BASE_IMAGE to a Python 3.11 image this builder has"
+        exit 2
+    }
     rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
     case "$builder" in
         buildah)
@@ -139,7 +145,13 @@ build() {
     fi
     [ -z "${TORCH_INDEX_URL+set}" ] || args+=(--build-arg "TORCH_INDEX_URL=$TORCH_INDEX_URL")
     say "$builder build ${args[*]} ."
-    timed "$builder build" "$builder" build "${args[@]}" .
+    local started=$SECONDS status=0
+    "$builder" build "${args[@]}" . || status=$?
+    if [ "$status" != 0 ]; then
+        say "$builder build failed (exit $status) at the step printed last above: a RUN's pip or apt-get cannot reach its index or mirror (IMAGE_PIP_ACCESS, TORCH_INDEX_URL), or the disk under the builder's storage is full"
+        exit "$status"
+    fi
+    say "$builder build took $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
 }
 
 # The image's size by layer, package list (name, version, licence) and checks (no root user, no

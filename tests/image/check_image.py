@@ -5,7 +5,7 @@ differs from a kubelet's), answers every registered model as the in-process Mode
 archives of `make archive`), in a network namespace of its own:
 
     IMAGE=torchserve-models:0.1.0-cpu IMAGE_STORE=model_store \\
-        unshare --net -- .venv/bin/python -m tests.support.netns .venv/bin/python -m pytest tests/image/check_image.py
+        unshare --net -- .venv/bin/python -m tests.support.netns .venv/bin/python -m pytest --noconftest tests/image/check_image.py
 
 For each runtime (TorchServe, and the `oip` overlay's RUNTIME=oip), the pod starts from the image
 with the rendered overlay's containers, volumes, env and probes; every model's inputs (the same
@@ -108,6 +108,7 @@ def in_process(tmp_path_factory) -> InProcess:
 @pytest.fixture(scope="module", params=RUNTIMES)
 def pod(request) -> Any:
     runtime = request.param
+    began = time.monotonic()
     deployment, config = rendered(OVERLAY[runtime])
     root = Path(tempfile.mkdtemp(prefix=f"image-pod-{runtime}-"))
     p = ImagePod(
@@ -129,6 +130,8 @@ def pod(request) -> Any:
         yield p
     finally:
         p.close()
+        # CI prints each stage's time: this runtime's part of `make image-test`, start to gone.
+        print(f"\nimage-test: {runtime} took {time.monotonic() - began:.0f} s")
 
 
 def door_predict(pod: ImagePod, model: str, native: Any) -> tuple[int, Reply]:

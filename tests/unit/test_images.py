@@ -106,13 +106,41 @@ OIP_REQUIREMENTS = {"cpu": "requirements-oip.txt", "gpu": "requirements-oip-gpu.
 def test_the_image_carries_the_oip_server_as_a_layer_over_the_serving_venv(kind):
     text = re.sub(r"\\\n", " ", DOCKERFILES[kind].read_text())
     assert re.search(r"echo /opt/venv/lib/python3\.11/site-packages > /opt/venv-oip/\S+\.pth", text)
-    assert "COPY --from=venv-oip /opt/venv-oip /opt/venv-oip" in text
+    ops = instructions(DOCKERFILES[kind])
+    made = [i for i, (op, a) in enumerate(ops) if op == "RUN" and "python -m venv" in a]
+    venvs = [ops[i][1].split("python -m venv ", 1)[1].split()[0] for i in made]
+    assert venvs == ["/opt/venv", "/opt/venv-oip"], venvs  # the layer over the venv, in the image
     assert "oip/" in copy_sources(kind)
     layer = [a for op, a in instructions(DOCKERFILES[kind]) if op == "RUN" and OIP_LAYER in a]
     assert layer and all(OIP_REQUIREMENTS[kind] in a for a in layer if "pip install" in a)
     entrypoint = (ROOT / "docker/entrypoint.sh").read_text()
     assert "${OIP_PYTHON:-/opt/venv-oip/bin/python} -m oip" in entrypoint.replace('"', "")
     assert 'RUNTIME="${RUNTIME:-torchserve}"' in entrypoint  # TorchServe stays the default
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_a_code_change_rebuilds_only_the_layers_after_the_venvs(kind):
+    """The builder's cache (`make image`, CI): the venvs' layers depend on their requirements files
+    alone, and the project's files are copied after them, so a changed handler rebuilds only the
+    COPY layers. One stage: a venv copied out of another (COPY --from) is read and hashed in full
+    by buildah on every rebuild, cached or not."""
+    ops = instructions(DOCKERFILES[kind])
+    assert [op for op, _ in ops].count("FROM") == 1, "one stage: no venv copied between stages"
+    assert not [a for op, a in ops if op == "COPY" and "--from=" in a]
+    requirements = (REQUIREMENTS[kind], OIP_REQUIREMENTS[kind])
+    pip = [i for i, (op, a) in enumerate(ops) if op == "RUN" and "pip install" in a]
+    assert len(pip) == 2, pip
+    for i in pip:  # each install right after the COPY of its own requirements file, and only it
+        op, args = ops[i - 1]
+        assert op == "COPY" and args.split()[0] in requirements, (ops[i - 1], ops[i])
+    project = [
+        i
+        for i, (op, a) in enumerate(ops)
+        if op == "COPY" and not any(a.startswith(r + " ") for r in requirements)
+    ]
+    assert project and min(project) > max(pip), "a project file copied before a venv's install"
+    before = [a for op, a in ops[: min(pip) - 1] if op in ("COPY", "ADD")]
+    assert not before, before
 
 
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
