@@ -97,7 +97,9 @@ class Rollout:
     # -- the parts ---------------------------------------------------------------------------
     def start(self) -> None:
         if self.pods is None:
-            self.pods = replicas(self.model, self.stable_mar, self.candidate_mar, self.work)
+            self.pods = replicas(
+                {self.model: self.stable_mar}, {self.model: self.candidate_mar}, self.work
+            )
         errors: list[BaseException] = []
 
         def up(pod: Pod) -> None:
@@ -269,6 +271,9 @@ class Rollout:
             if not steps[-1]["passed"]:
                 self.lb.set_weight(STABLE, 100)  # all traffic back to stable, at once
                 self.lb.set_weight(CANDIDATE, 0)
+                # ...streams included: weight 0 still serves the streams stuck to the candidate;
+                # in maintenance it serves none, and the stable version refuses their state (409).
+                self.lb.set_state(CANDIDATE, "maint")
                 outcome = "rolled back"
                 reason = f"{steps[-1]['step']}: {steps[-1]['reason']}"
                 self.say(f"rollout: ROLLED BACK at {reason}; all weight back to stable")
@@ -326,14 +331,14 @@ class Rollout:
         return {"done": False, "stage": "production", "left_as_it_was": where}
 
 
-def replicas(model: str, stable: Path, candidate: Path, work: Path) -> dict[str, Pod]:
-    """The two replica sets, not started: `a` serving the stable archive, `b` the candidate, with
-    one stream-state key (one Secret for both, as one Service's pods)."""
+def replicas(stable: dict[str, Path], candidate: dict[str, Path], work: Path) -> dict[str, Pod]:
+    """The two replica sets, not started: `a` serving the stable archives ({model: .mar}), `b` the
+    candidate's, with one stream-state key (one Secret for both, as one Service's pods)."""
     key = secrets.token_urlsafe(32)
     config = pod_config("cpu")
     return {
-        name: Pod(work / name, {model: mar}, [TOKEN], config, state_key=key)
-        for name, mar in ((STABLE, stable), (CANDIDATE, candidate))
+        name: Pod(work / name, archives, [TOKEN], config, state_key=key)
+        for name, archives in ((STABLE, stable), (CANDIDATE, candidate))
     }
 
 

@@ -15,11 +15,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
+import requests
 
+from handlers.kits.signal.codec import STATE_HEADER
 from rehearsal import rollout
+from rehearsal.balancer import Balancer
 from rehearsal.pod import Pod
-from tests.support.candidates import labels_swapped
+from tests.support.candidates import labels_swapped, version_bumped
+from training.frequency.config import CONFIGS
+from training.frequency.data import make_signal
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +77,66 @@ def _the_good_one(good: dict) -> None:
     assert "python -m deploy promote tabular" in good["promotion"]["command"]
 
 
+def _chunk(base: str, chunk: np.ndarray, state: str | None, binary: bool) -> requests.Response:
+    """One chunk of a frequency stream (extracting 1 and 3 Hz), JSON or float32."""
+    url, auth = f"{base}/predictions/frequency", {"Authorization": f"Bearer {rollout.TOKEN}"}
+    if binary:
+        raw = "application/octet-stream"
+        headers = auth | {"Content-Type": raw, "Accept": raw}
+        headers |= {STATE_HEADER: state} if state else {"X-Stream": "start", "X-Frequencies": "1,3"}
+        return requests.post(url, data=chunk.astype("<f4").tobytes(), headers=headers, timeout=30)
+    body = {"signal": chunk.tolist()} | (
+        {"state": state} if state else {"stream": True, "frequencies": [1, 3]}
+    )
+    return requests.post(url, json=body, headers=auth, timeout=30)
+
+
+def _components(resp: requests.Response) -> np.ndarray:
+    assert resp.status_code == 200, resp.text
+    if resp.headers["Content-Type"].startswith("application/octet-stream"):
+        shape = tuple(int(d) for d in resp.headers["X-Shape"].split(","))
+        return np.frombuffer(resp.content, "<f4").reshape(shape)[0]
+    return np.array([c["signal"] for c in resp.json()["components"]])
+
+
+def _streams_across_the_switch(pods: dict[str, Pod], work: Path) -> None:
+    """Frequency streams through the rollout's balancer while the weights move: started at 50/50
+    (so on both versions), continued after the switch to the candidate (stable's weight 0) and
+    after the switch back (candidate's weight 0). Every chunk stays on the version that started
+    its stream and the stream equals the signal sent whole; the other version refuses a state it
+    did not make with 409 stale_state."""
+    signal = make_signal(CONFIGS["tiny"].signal, seed=11).mixed
+    whole = _components(_chunk(pods["a"].http, signal, None, binary=False))
+    chunks = np.array_split(signal, [1, 300, 700, 1100, 1500])
+    lb = Balancer(work, pods, rollout.TOKEN, rollout=True).start()
+    try:
+        lb.set_weight("a", 50)
+        lb.set_weight("b", 50)
+        streams = [{"binary": n % 2 == 1, "state": None, "out": [], "by": []} for n in range(8)]
+        for k, chunk in enumerate(chunks):
+            if k == 2:  # the canary's 100 % step
+                lb.set_weight("a", 0)
+                lb.set_weight("b", 100)
+            if k == 4:  # rolled back
+                lb.set_weight("a", 100)
+                lb.set_weight("b", 0)
+            for s in streams:
+                resp = _chunk(lb.http, chunk, s["state"], s["binary"])
+                s["by"].append(resp.headers.get("X-Replica"))
+                assert resp.status_code == 200, (s["by"], resp.text)
+                s["out"].append(_components(resp))
+                s["state"] = resp.headers[STATE_HEADER]
+    finally:
+        lb.stop()
+    assert {s["by"][0] for s in streams} == {"a", "b"}  # streams started on both versions
+    for s in streams:
+        assert len(set(s["by"])) == 1, s["by"]  # each stayed on its version
+        assert float(np.abs(np.concatenate(s["out"], axis=1) - whole).max()) <= 1e-5
+    on_b = next(s for s in streams if s["by"][0] == "b")
+    refused = _chunk(pods["a"].http, chunks[0], on_b["state"], on_b["binary"])
+    assert refused.status_code == 409 and refused.json()["kind"] == "stale_state", refused.text
+
+
 def _kill_when_in_flight(r: rollout.Rollout, after_s: float, out: dict) -> None:
     """SIGKILL the candidate's replica (TorchServe and its pod proxy: a node lost) `after_s` into
     the step, at a moment the door has a client request open on it if one comes within 2 s."""
@@ -85,17 +151,28 @@ def _kill_when_in_flight(r: rollout.Rollout, after_s: float, out: dict) -> None:
 
 
 def test_a_good_candidate_is_promoted_a_crashing_or_bad_one_rolled_back(
-    tabular_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tabular_archive: Path,
+    frequency_archive: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MODEL_BUCKET", raising=False)  # no bucket: promotion is reported only
 
-    pods = rollout.replicas("tabular", tabular_archive, tabular_archive, tmp_path / "pods")
+    # Both replicas also serve frequency, the candidate's under another version (the same model):
+    # a stream crosses from one version to the other when the traffic moves.
+    frequency_b = version_bumped(frequency_archive, tmp_path / "candidate" / "frequency.mar")
+    pods = rollout.replicas(
+        {"tabular": tabular_archive, "frequency": frequency_archive},
+        {"tabular": tabular_archive, "frequency": frequency_b},
+        tmp_path / "pods",
+    )
     try:
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(Pod.start, pods.values()))
         good = _run(tmp_path / "good", tabular_archive, pods, steps=[5, 100], step_s=2)
         assert good["outcome"] == "promoted", good
         _the_good_one(good)
+        _streams_across_the_switch(pods, tmp_path / "streams")
 
         # The same candidate again, its replica killed 1 s into the 100 % step.
         killed: dict = {}
