@@ -65,6 +65,15 @@ STABLE, CANDIDATE, STANDBY = "a", "b", "standby"
 """The balancer's server names (rehearsal/balancer.cfg): a serves stable, b the candidate; standby
 is the stable replica again as a backup, serving when no weighted server is up."""
 DOOR_COUNTERS = ("stot", "hrsp_5xx", "eresp", "econ", "wretr", "wredis", "chkdown")
+CHECKS = {
+    "L4CON": "connection refused (the server is gone)",
+    "L4TOUT": "no connection in time (the server stalls)",
+    "L7TOUT": "no health answer in time (the server stalls)",
+    "L7STS": "an error status to its health check",
+    "L7RSP": "an invalid answer to its health check",
+    "HANA": "a client request failed on it (an error status, dropped, or timed out)",
+}
+"""The balancer's last-check codes (`show stat` check_status), in words, for the reason."""
 WARM_UP = 16
 """Requests each version answers, unjudged, before the shadow's sample."""
 
@@ -160,11 +169,15 @@ class Rollout:
         for r in self.lb.stats():
             name = STABLE if r["svname"] == STANDBY else r["svname"]
             if r["pxname"] in BACKENDS and name in (STABLE, CANDIDATE):
-                s = out.setdefault(name, dict.fromkeys(DOOR_COUNTERS, 0.0) | {"status": []})
+                s = out.setdefault(
+                    name, dict.fromkeys(DOOR_COUNTERS, 0.0) | {"status": [], "checks": []}
+                )
                 for k in DOOR_COUNTERS:
                     s[k] += float(r.get(k) or 0)
                 if r["svname"] == name:
-                    s["status"].append(f"{r['status']} ({r.get('check_status') or '-'})")
+                    check = (r.get("check_status") or "-").lstrip("* ")
+                    s["status"].append(f"{r['status']} ({check})")
+                    s["checks"].append(check)
                 if r["pxname"] == BACKENDS[0] and r["svname"] == name:
                     s["rtime_ms"] = float(r.get("rtime") or 0)
         return out
@@ -179,10 +192,22 @@ class Rollout:
         went_down = health["chkdown"] - door0[CANDIDATE]["chkdown"]
         down = went_down > 0 or not all(x.startswith("UP") for x in health["status"])
         if down:
+            d = {k: health[k] - door0[CANDIDATE][k] for k in ("hrsp_5xx", "eresp", "econ")}
+            why = sorted({CHECKS[c] for c in health["checks"] if c in CHECKS})
+            why += [
+                f"{int(d[k])} {words} at the door"
+                for k, words in (
+                    ("eresp", "requests dropped or timed out"),
+                    ("hrsp_5xx", "5xx answers"),
+                    ("econ", "connections refused"),
+                )
+                if d[k]
+            ]
             verdict = judge.Verdict(
                 False,
                 f"candidate_down: the door took the candidate out {int(went_down)} time(s) this "
-                f"step; now {', '.join(health['status'])} (REST, gRPC)",
+                f"step ({'; '.join(why) or 'its health checks failed'}); now "
+                f"{', '.join(health['status'])} (REST, gRPC)",
                 {},
             )
         else:
