@@ -26,9 +26,9 @@ class Balancer:
     """{"a": pod, "b": pod}: the server names in balancer.cfg."""
     token: str
     rollout: bool = False
-    """`make rollout`'s door (balancer.cfg, LB_ROLLOUT): failed, dropped or timed-out predictions
-    retried on another server, the candidate out at its first failed answer, and the stable
-    replica as a backup ("standby") when no weighted server is up."""
+    """`make rollout`'s door (balancer.cfg, LB_ROLLOUT): dropped or failed predictions retried,
+    the candidate out for good at its first failed or timed-out answer, the stable replica as a
+    backup ("standby") when no weighted server is up, frequency streams sticky to a version."""
     try_timeout_s: float = 10.0
     """With `rollout`: how long one try may wait for a replica's answer before it is retried."""
     ports: dict[str, int] = field(default_factory=dict)

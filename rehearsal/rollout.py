@@ -24,12 +24,12 @@ and every failure counted.
    5xx answers, response errors, connection errors, mean response time) and the client failures
    in the step.
 
-The balancer is the rollout's (balancer.cfg with LB_ROLLOUT): a prediction the candidate drops,
-fails at its door or does not answer within --try-timeout-s is retried on the stable replica, the
-candidate leaves the rotation at its first failed answer or second failed health check, and the
-stable replica stands by as a backup server when no weighted one is up (the 100 % step). A step in
-which the balancer took the candidate out fails as `candidate_down`, before any request is paired
-with it.
+The balancer is the rollout's (balancer.cfg with LB_ROLLOUT): a prediction the candidate drops or
+fails at its door is retried, the candidate leaves the rotation for good at its first failed or
+timed-out (--try-timeout-s) answer or second failed health check, and the stable replica stands by
+as a backup server when no weighted one is up (the 100 % step); a frequency stream's chunks stay on
+the version that answered the previous one. A step in which the balancer took the candidate out
+fails as `candidate_down`, before any request is paired with it.
 
 A failed step sets all weight back to the stable replica at once and the rollout stops: the
 candidate is not promoted (with a bucket configured, its S3 stage is left where it was). Passing
