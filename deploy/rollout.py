@@ -69,11 +69,13 @@ def thresholds(model: str, root: Path = ROOT) -> Thresholds:
 
 @dataclass(frozen=True)
 class Exchange:
-    """One request as one version answered it: its HTTP status, latency and parsed body."""
+    """One request as one version answered it: its HTTP status, latency and parsed body; status 0
+    when no answer came, `timed_out` when that was for want of time (a hung or stalled version)."""
 
     status: int
     latency_s: float
     body: Any = None
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,9 @@ def analyse(
     err_s = sum(e.status >= 500 or e.status == 0 for e in stable) / n if n else math.nan
     err_c = sum(e.status >= 500 or e.status == 0 for e in candidate) / n if n else math.nan
     m["error_rate_stable"], m["error_rate_candidate"] = err_s, err_c
+    tout_s = sum(e.timed_out for e in stable) / n if n else math.nan
+    tout_c = sum(e.timed_out for e in candidate) / n if n else math.nan
+    m["timeout_rate_stable"], m["timeout_rate_candidate"] = tout_s, tout_c
     m["p99_s_stable"] = _p99([e.latency_s for e in stable if e.status == 200])
     m["p99_s_candidate"] = _p99([e.latency_s for e in candidate if e.status == 200])
     pairs = [
@@ -160,8 +165,15 @@ def analyse(
             for x, y in zip(_components(a), _components(b), strict=False)
         ]
         m["component_mad"] = _mean(diffs)
+    # Availability first: a candidate that does not answer (in time) is named as such, not as
+    # "too few answers compared".
+    m["timeout_rate_increase"] = tout_c - tout_s
+    m["error_rate_increase"] = err_c - err_s
+    bound = limits.max_error_rate_increase
     checks: list[tuple[str, float, str, float]] = [
-        ("compared", m["compared"], ">=", limits.min_requests)
+        ("timeout_rate_increase", tout_c - tout_s, "<=", bound),
+        ("error_rate_increase", err_c - err_s, "<=", bound),
+        ("compared", m["compared"], ">=", limits.min_requests),
     ]
     if limits.min_label_agreement is not None and "label_agreement" in m:
         checks.append(("label_agreement", m["label_agreement"], ">=", limits.min_label_agreement))
@@ -173,8 +185,6 @@ def analyse(
         checks.append(("entropy_shift", shift, "<=", limits.max_entropy_shift))
     m["ood_rate_shift"] = abs(m["ood_rate_candidate"] - m["ood_rate_stable"])
     checks.append(("ood_rate_shift", m["ood_rate_shift"], "<=", limits.max_ood_rate_shift))
-    m["error_rate_increase"] = err_c - err_s
-    checks.append(("error_rate_increase", err_c - err_s, "<=", limits.max_error_rate_increase))
     floor = limits.p99_floor_s
     if max(m["p99_s_stable"], floor) > 0 and not math.isnan(m["p99_s_candidate"]):
         m["p99_ratio"] = max(m["p99_s_candidate"], floor) / max(m["p99_s_stable"], floor)
@@ -208,8 +218,9 @@ def send(url: str, model: str, body: Any, token: str | None, timeout: float = 30
             raw, status = answer.read(), answer.status
     except urllib.error.HTTPError as e:
         raw, status = e.read(), e.code
-    except OSError:
-        return Exchange(0, time.perf_counter() - start)
+    except OSError as e:
+        waited = isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError)
+        return Exchange(0, time.perf_counter() - start, timed_out=waited)
     latency = time.perf_counter() - start
     try:
         parsed = json.loads(raw)
@@ -225,12 +236,13 @@ def paired(
     bodies: Sequence[Any],
     token: str | None,
     workers: int = 4,
+    timeout: float = 30,
 ) -> tuple[list[Exchange], list[Exchange]]:
     """Each body sent to both versions (a few at a time); their exchanges, paired by position."""
     with ThreadPoolExecutor(workers) as pool:  # interleaved: both wait in the same queue
         pairs = [
-            (pool.submit(send, stable_url, model, b, token),
-             pool.submit(send, candidate_url, model, b, token))
+            (pool.submit(send, stable_url, model, b, token, timeout),
+             pool.submit(send, candidate_url, model, b, token, timeout))
             for b in bodies
         ]  # fmt: skip
         return [s.result() for s, _ in pairs], [c.result() for _, c in pairs]

@@ -25,6 +25,12 @@ class Balancer:
     pods: dict[str, Pod]
     """{"a": pod, "b": pod}: the server names in balancer.cfg."""
     token: str
+    rollout: bool = False
+    """`make rollout`'s door (balancer.cfg, LB_ROLLOUT): dropped or failed predictions retried,
+    the candidate out for good at its first failed or timed-out answer, the stable replica as a
+    backup ("standby") when no weighted server is up, frequency streams sticky to a version."""
+    try_timeout_s: float = 10.0
+    """With `rollout`: how long one try may wait for a replica's answer before it is retried."""
     ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
 
@@ -49,6 +55,8 @@ class Balancer:
             "LB_GRPC_PORT": str(self.ports["grpc"]),
             "LB_TOKEN": self.token,
         }
+        if self.rollout:
+            env |= {"LB_ROLLOUT": "1", "LB_TRY_TIMEOUT": f"{int(self.try_timeout_s * 1000)}ms"}
         for name, pod in self.pods.items():
             key = f"REPLICA_{name.upper()}"
             env |= {

@@ -24,6 +24,13 @@ and every failure counted.
    5xx answers, response errors, connection errors, mean response time) and the client failures
    in the step.
 
+The balancer is the rollout's (balancer.cfg with LB_ROLLOUT): a prediction the candidate drops or
+fails at its door is retried, the candidate leaves the rotation for good at its first failed or
+timed-out (--try-timeout-s) answer or second failed health check, and the stable replica stands by
+as a backup server when no weighted one is up (the 100 % step); a frequency stream's chunks stay on
+the version that answered the previous one. A step in which the balancer took the candidate out
+fails as `candidate_down`, before any request is paired with it.
+
 A failed step sets all weight back to the stable replica at once and the rollout stops: the
 candidate is not promoted (with a bucket configured, its S3 stage is left where it was). Passing
 the last step promotes: with a bucket (--bucket, else MODEL_BUCKET) the candidate, published
@@ -54,9 +61,19 @@ from rehearsal.balancer import BACKENDS, Balancer
 from rehearsal.pod import ROOT, Pod, pod_config
 from tools.registry import get
 
-STABLE, CANDIDATE = "a", "b"
-"""The balancer's server names (rehearsal/balancer.cfg): a serves stable, b the candidate."""
-DOOR_COUNTERS = ("stot", "hrsp_5xx", "eresp", "econ")
+STABLE, CANDIDATE, STANDBY = "a", "b", "standby"
+"""The balancer's server names (rehearsal/balancer.cfg): a serves stable, b the candidate; standby
+is the stable replica again as a backup, serving when no weighted server is up."""
+DOOR_COUNTERS = ("stot", "hrsp_5xx", "eresp", "econ", "wretr", "wredis", "chkdown")
+CHECKS = {
+    "L4CON": "connection refused (the server is gone)",
+    "L4TOUT": "no connection in time (the server stalls)",
+    "L7TOUT": "no health answer in time (the server stalls)",
+    "L7STS": "an error status to its health check",
+    "L7RSP": "an invalid answer to its health check",
+    "HANA": "a client request failed on it (an error status, dropped, or timed out)",
+}
+"""The balancer's last-check codes (`show stat` check_status), in words, for the reason."""
 WARM_UP = 16
 """Requests each version answers, unjudged, before the shadow's sample."""
 
@@ -74,21 +91,24 @@ class Rollout:
     pacing_s: float = 0.2
     bucket: str | None = None
     s3_args: list[str] = field(default_factory=list)
+    try_timeout_s: float = 10.0
+    """How long the door and the judge wait for one answer before it counts as timed out."""
     limits: judge.Thresholds | None = None
     say: Any = print
+    pods: dict[str, Pod] | None = None
+    """Replica sets already started and ready (`replicas`): used, and left running at the end."""
 
     def __post_init__(self) -> None:
         self.limits = self.limits or judge.thresholds(self.model)
         self.paired: tuple[list[judge.Exchange], list[judge.Exchange]] = ([], [])
+        self.own_pods = self.pods is None
 
     # -- the parts ---------------------------------------------------------------------------
     def start(self) -> None:
-        key = secrets.token_urlsafe(32)  # one Secret for both sets, as one Service's pods
-        config = pod_config("cpu")
-        self.pods = {
-            name: Pod(self.work / name, {self.model: mar}, [TOKEN], config, state_key=key)
-            for name, mar in ((STABLE, self.stable_mar), (CANDIDATE, self.candidate_mar))
-        }
+        if self.pods is None:
+            self.pods = replicas(
+                {self.model: self.stable_mar}, {self.model: self.candidate_mar}, self.work
+            )
         errors: list[BaseException] = []
 
         def up(pod: Pod) -> None:
@@ -103,7 +123,8 @@ class Rollout:
             except BaseException as e:
                 errors.append(e)
 
-        threads = [threading.Thread(target=up, args=(p,)) for p in self.pods.values()]
+        starting = self.pods.values() if self.own_pods else []
+        threads = [threading.Thread(target=up, args=(p,)) for p in starting]
         threads.append(threading.Thread(target=bodies))
         for t in threads:
             t.start()
@@ -111,7 +132,9 @@ class Rollout:
             t.join()
         if errors:
             raise errors[0]
-        self.lb = Balancer(self.work / "lb", self.pods, TOKEN).start()
+        self.lb = Balancer(
+            self.work / "lb", self.pods, TOKEN, rollout=True, try_timeout_s=self.try_timeout_s
+        ).start()
         self.lb.set_weight(CANDIDATE, 0)
         self.lb.set_weight(STABLE, 100)
         self.log = self.work / "requests.jsonl"
@@ -129,43 +152,85 @@ class Rollout:
                 locust.kill()
         if getattr(self, "lb", None) is not None:
             self.lb.stop()
-        for pod in getattr(self, "pods", {}).values():
-            pod.kill()
+        if self.own_pods:
+            for pod in (self.pods or {}).values():
+                pod.kill()
 
     def client_log(self) -> list[dict]:
         if not self.log.exists():
             return []
         return [json.loads(x) for x in self.log.read_text().splitlines() if x.strip()]
 
-    def door(self) -> dict[str, dict[str, float]]:
-        """Per server, REST + gRPC: the counters so far and the mean response time (ms)."""
-        out: dict[str, dict[str, float]] = {}
+    def door(self) -> dict[str, dict[str, Any]]:
+        """Per replica, REST + gRPC (the standby's counters are the stable replica's): the
+        counters so far, the mean response time (ms), and the candidate's health as the door
+        sees it (status, last check)."""
+        out: dict[str, dict[str, Any]] = {}
         for r in self.lb.stats():
-            if r["pxname"] in BACKENDS and r["svname"] in self.pods:
-                s = out.setdefault(r["svname"], dict.fromkeys(DOOR_COUNTERS, 0.0))
+            name = STABLE if r["svname"] == STANDBY else r["svname"]
+            if r["pxname"] in BACKENDS and name in (STABLE, CANDIDATE):
+                s = out.setdefault(
+                    name, dict.fromkeys(DOOR_COUNTERS, 0.0) | {"status": [], "checks": []}
+                )
                 for k in DOOR_COUNTERS:
                     s[k] += float(r.get(k) or 0)
-                if r["pxname"] == BACKENDS[0]:
+                if r["svname"] == name:
+                    check = (r.get("check_status") or "-").lstrip("* ")
+                    s["status"].append(f"{r['status']} ({check})")
+                    s["checks"].append(check)
+                if r["pxname"] == BACKENDS[0] and r["svname"] == name:
                     s["rtime_ms"] = float(r.get("rtime") or 0)
         return out
 
     # -- one step ----------------------------------------------------------------------------
     def analyse(self, name: str, weight: int, since: float, door0: dict) -> dict:
-        assert self.limits is not None
-        bodies = [self.draw() for _ in range(self.judge_requests)]
-        stable, candidate = judge.paired(
-            self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, bodies, TOKEN
-        )
-        self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
-        self.paired[1].extend(candidate)  # request so far, the shadow's included
-        verdict = judge.analyse(self.limits, *self.paired)
+        assert self.limits is not None and self.pods is not None
+        # The door's view first: a candidate its health checks (or its first failed answer)
+        # took out of the rotation this step has crashed or stalled; pairing requests with it
+        # would only wait for timeouts.
+        health = self.door()[CANDIDATE]
+        went_down = health["chkdown"] - door0[CANDIDATE]["chkdown"]
+        down = went_down > 0 or not all(x.startswith("UP") for x in health["status"])
+        if down:
+            d = {k: health[k] - door0[CANDIDATE][k] for k in ("hrsp_5xx", "eresp", "econ")}
+            why = sorted({CHECKS[c] for c in health["checks"] if c in CHECKS})
+            why += [
+                f"{int(d[k])} {words} at the door"
+                for k, words in (
+                    ("eresp", "requests dropped or timed out"),
+                    ("hrsp_5xx", "5xx answers"),
+                    ("econ", "connections refused"),
+                )
+                if d[k]
+            ]
+            verdict = judge.Verdict(
+                False,
+                f"candidate_down: the door took the candidate out {int(went_down)} time(s) this "
+                f"step ({'; '.join(why) or 'its health checks failed'}); now "
+                f"{', '.join(health['status'])} (REST, gRPC)",
+                {},
+            )
+        else:
+            bodies = [self.draw() for _ in range(self.judge_requests)]
+            stable, candidate = judge.paired(
+                self.model,
+                self.pods[STABLE].http,
+                self.pods[CANDIDATE].http,
+                bodies,
+                TOKEN,
+                timeout=self.try_timeout_s,
+            )
+            self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
+            self.paired[1].extend(candidate)  # request so far, the shadow's included
+            verdict = judge.analyse(self.limits, *self.paired)
         door1 = self.door()
-        door: dict[str, dict[str, float]] = {}
+        door: dict[str, dict[str, Any]] = {}
         for server, label in ((STABLE, "stable"), (CANDIDATE, "candidate")):
-            d = {k: door1[server][k] - door0[server][k] for k in DOOR_COUNTERS}
+            d: dict[str, Any] = {k: door1[server][k] - door0[server][k] for k in DOOR_COUNTERS}
             d["errors"] = d["hrsp_5xx"] + d["eresp"] + d["econ"]
             d["error_rate"] = d["errors"] / d["stot"] if d["stot"] else 0.0
             d["rtime_ms"] = door1[server].get("rtime_ms", 0.0)
+            d["status"] = door1[server]["status"]
             door[label] = d
         clients = [e for e in self.client_log() if e["end"] >= since]
         failed = sum(not e["ok"] for e in clients)
@@ -176,7 +241,12 @@ class Rollout:
         passed, reason = verdict.passed, verdict.reason
         if passed and rise > self.limits.max_error_rate_increase:
             passed = False
-            reason = f"door_error_rate_increase {rise:.4f} not <= {self.limits.max_error_rate_increase:g}"
+            c = door["candidate"]
+            reason = (
+                f"door_error_rate_increase {rise:.4f} not <= {self.limits.max_error_rate_increase:g}"
+                f" (candidate errors at the door: {int(c['hrsp_5xx'])} 5xx, {int(c['eresp'])}"
+                f" dropped or timed out, {int(c['econ'])} refused)"
+            )
         if passed and failed:
             passed, reason = False, f"client_failures {failed} not <= 0"
         step = {
@@ -201,7 +271,15 @@ class Rollout:
             # Both versions warmed before they are timed: the stable one has the client load,
             # the candidate none yet, and a worker's first answers are its slowest.
             warm = [self.draw() for _ in range(WARM_UP)]
-            judge.paired(self.model, self.pods[STABLE].http, self.pods[CANDIDATE].http, warm, TOKEN)
+            assert self.pods is not None
+            judge.paired(
+                self.model,
+                self.pods[STABLE].http,
+                self.pods[CANDIDATE].http,
+                warm,
+                TOKEN,
+                timeout=self.try_timeout_s,
+            )
             time.sleep(2)  # the client load under way before the first judgement
             door0, since = self.door(), time.time()
             self.say("rollout: shadow (candidate weight 0: clients get stable's answers only)")
@@ -218,6 +296,9 @@ class Rollout:
             if not steps[-1]["passed"]:
                 self.lb.set_weight(STABLE, 100)  # all traffic back to stable, at once
                 self.lb.set_weight(CANDIDATE, 0)
+                # ...streams included: weight 0 still serves the streams stuck to the candidate;
+                # in maintenance it serves none, and the stable version refuses their state (409).
+                self.lb.set_state(CANDIDATE, "maint")
                 outcome = "rolled back"
                 reason = f"{steps[-1]['step']}: {steps[-1]['reason']}"
                 self.say(f"rollout: ROLLED BACK at {reason}; all weight back to stable")
@@ -242,8 +323,8 @@ class Rollout:
                 "failed": len(failed),
                 "errors": sorted({str(e["error"])[:120] for e in failed}),
                 "answered_by": {
-                    s: sum(e["ok"] and e.get("replica") == s for e in clients)
-                    for s in (STABLE, CANDIDATE)
+                    STABLE: sum(e["ok"] and e.get("replica") in (STABLE, STANDBY) for e in clients),
+                    CANDIDATE: sum(e["ok"] and e.get("replica") == CANDIDATE for e in clients),
                 },
             },
             "thresholds": self.limits.model_dump() if self.limits else {},
@@ -275,6 +356,17 @@ class Rollout:
         return {"done": False, "stage": "production", "left_as_it_was": where}
 
 
+def replicas(stable: dict[str, Path], candidate: dict[str, Path], work: Path) -> dict[str, Pod]:
+    """The two replica sets, not started: `a` serving the stable archives ({model: .mar}), `b` the
+    candidate's, with one stream-state key (one Secret for both, as one Service's pods)."""
+    key = secrets.token_urlsafe(32)
+    config = pod_config("cpu")
+    return {
+        name: Pod(work / name, archives, [TOKEN], config, state_key=key)
+        for name, archives in ((STABLE, stable), (CANDIDATE, candidate))
+    }
+
+
 def candidate_version(mar: Path) -> str | None:
     from deploy.s3.archive_info import read_training_manifest
 
@@ -292,6 +384,7 @@ def render_step(step: dict) -> str:
         "  door (this step)           "
         + "; ".join(
             f"{side}: {int(x['stot'])} req, {int(x['errors'])} err, {x['rtime_ms']:.0f} ms mean"
+            + (f", {int(x['wretr'] + x['wredis'])} retried" if x["wretr"] + x["wredis"] else "")
             for side, x in d.items()
         )
     )
@@ -339,6 +432,12 @@ def main(argv: list[str] | None = None) -> int:
         "--judge-requests", type=int, default=100, help="paired requests added at each step"
     )
     p.add_argument("--users", type=int, default=4, help="Locust users through the balancer")
+    p.add_argument(
+        "--try-timeout-s",
+        type=float,
+        default=10.0,
+        help="how long one try waits for an answer before the door retries it elsewhere",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--work", type=Path, default=ROOT / "build" / "rollout")
     p.add_argument("--bucket", default=os.environ.get("MODEL_BUCKET") or None)
@@ -370,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         step_s=args.step_s,
         judge_requests=args.judge_requests,
         users=args.users,
+        try_timeout_s=args.try_timeout_s,
         bucket=args.bucket,
         s3_args=s3,
     )

@@ -1,5 +1,5 @@
-"""Candidate archives for rollout tests and demonstrations: a known-bad version of a classifier,
-built from a good archive without retraining."""
+"""Candidate archives for rollout tests and demonstrations, built from a good archive without
+retraining: a known-bad version of a classifier, and the same model under another version."""
 
 from __future__ import annotations
 
@@ -21,6 +21,21 @@ def labels_swapped(mar: Path, out: Path) -> Path:
                 classes = manifest["handler"]["classes"]
                 manifest["handler"]["classes"] = list(reversed(classes))
                 manifest["version"] = f"{manifest['version']}-labels-swapped"
+                data = json.dumps(manifest, indent=2).encode()
+            dst.writestr(item, data)
+    return out
+
+
+def version_bumped(mar: Path, out: Path, suffix: str = "-candidate") -> Path:
+    """A copy of a .mar that differs only in its manifest's version: the same answers, but to a
+    frequency stream another version (its signed state names the version that made it)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(mar) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "manifest.json":
+                manifest = json.loads(data)
+                manifest["version"] = f"{manifest['version']}{suffix}"
                 data = json.dumps(manifest, indent=2).encode()
             dst.writestr(item, data)
     return out

@@ -378,3 +378,15 @@ def test_a_bad_band_header_is_a_400_naming_it(handler, band):
 def test_a_null_band_is_the_default(handler):
     [(status, body, _)] = run_batch(handler, [as_json({"signal": [0.1, 0.2], "band": None})])
     assert status == 200 and "std" in body["components"][0]
+
+
+def test_the_light_request_for_load_is_answered(handler):
+    """tools/frequency/samples.light_request, the body `make rollout MODEL=frequency`'s Locust users
+    send: a valid one-shot request, answered with both components, and varied by its argument."""
+    from tools.frequency.samples import light_request
+
+    bodies = [light_request(i) for i in range(2)]
+    assert bodies[0] != bodies[1]
+    answers = run_batch(handler, [as_json(b) for b in bodies])
+    assert [status for status, _, _ in answers] == [200, 200], answers
+    assert all([c["frequency"] for c in body["components"]] == [1.0, 3.0] for _, body, _ in answers)

@@ -66,6 +66,30 @@ def test_candidate_errors_fail() -> None:
     assert not v.passed and "error_rate_increase" in v.reason
 
 
+def test_a_candidate_that_does_not_answer_is_named_by_why_not_by_too_few_compared() -> None:
+    """A stalled candidate (every request timed out) and a dead one (refused): the reason names the
+    timeouts or the errors, not the `compared` count that both also fail."""
+    limits = rollout.thresholds("tabular")
+    stable = [_ans("a", 0.9)] * 40
+    stalled = analyse(limits, stable, [Exchange(0, 10.0, timed_out=True)] * 40)
+    assert not stalled.passed and stalled.reason == "timeout_rate_increase 1.0000 not <= 0"
+    dead = analyse(limits, stable, [Exchange(0, 0.001)] * 40)
+    assert not dead.passed and dead.reason == "error_rate_increase 1.0000 not <= 0"
+
+
+def test_a_request_that_times_out_is_told_from_one_refused() -> None:
+    import socket
+
+    with socket.socket() as s:  # a listener that never answers: the request waits
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        waited = rollout.send(f"http://127.0.0.1:{s.getsockname()[1]}", "tabular", {}, None, 0.3)
+        port = s.getsockname()[1]
+    assert (waited.status, waited.timed_out) == (0, True)
+    refused = rollout.send(f"http://127.0.0.1:{port}", "tabular", {}, None, 0.3)
+    assert (refused.status, refused.timed_out) == (0, False)
+
+
 def test_thresholds_set_impossibly_loose_would_promote_every_label_flipped() -> None:
     """The bad candidate of tests/integration/test_rollout.py (every label flipped, the same
     confidence) fails on label agreement alone: with that threshold at 0 it would be promoted."""

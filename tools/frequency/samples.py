@@ -111,6 +111,16 @@ def payloads(
     return draw
 
 
+def light_request(i: int) -> dict:
+    """A small valid body, cheap to build, varied by `i`: a quarter second of two tones whose
+    second one's amplitude changes with `i`, asking for both; one-shot (no stream), for the
+    Locust users of `make rollout MODEL=frequency` (REHEARSAL_MODEL=frequency)."""
+    t = np.arange(250) / SAMPLE_RATE
+    amplitude = 0.3 + 0.1 * (i % 5)
+    signal = np.sin(2 * np.pi * 1.0 * t) + amplitude * np.sin(2 * np.pi * 3.0 * t)
+    return {"signal": signal.round(4).tolist(), "sample_rate": SAMPLE_RATE, "frequencies": [1, 3]}
+
+
 def bench_feed(n: int, seed: int = 0, signal_samples: int = 2000, **_) -> list[dict]:
     """Every signal the same length, asking for every frequency: the shape bench ratios quote."""
     draw = payloads(seed, signal_lengths=(signal_samples,), extract=(EXTRACT[-1],))
@@ -123,6 +133,7 @@ SAMPLES = Samples(
     payloads=payloads,
     bench_feed=bench_feed,
     bench_arguments=bench_arguments,
+    light_request=light_request,
     bench_bodies=BENCH_BODIES,
     train_args=train_args,
     load_weight=LOAD_WEIGHT,
