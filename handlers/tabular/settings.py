@@ -3,9 +3,13 @@ own; the export block is the kit's too (`TabularExport`, which training writes).
 
 from __future__ import annotations
 
-from handlers.kits.tabular.settings import TabularExport, TabularSettings
+from handlers.kits.tabular import settings as kit
 
-__all__ = ["TabularExport", "TabularSettings", "parse_settings"]
+TabularExport = kit.TabularExport
+
+
+class TabularSettings(kit.TabularSettings):
+    """The model-config's `handler:` block (handlers/tabular/model-config.yaml): the kit's knobs."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> TabularSettings:
