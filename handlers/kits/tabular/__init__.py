@@ -29,30 +29,25 @@ training, the kit's tests); it imports no runtime.
 """
 
 from handlers.kits.tabular import distance
-from handlers.kits.tabular.explain import Attributor, FeatureExplanation, log_odds
+from handlers.kits.tabular.explain import Attributor, log_odds
 from handlers.kits.tabular.records import (
     CSV_TYPE,
     RECORDS_KEY,
     Answers,
-    Records,
     answered,
     explanation_budget,
     read_records,
     records_budget,
     rows_of,
 )
-from handlers.kits.tabular.schema import CATEGORY, NUMBER, Feature, Schema
+from handlers.kits.tabular.schema import CATEGORY, Schema
 
 __all__ = [
     "CATEGORY",
     "CSV_TYPE",
-    "NUMBER",
     "RECORDS_KEY",
     "Answers",
     "Attributor",
-    "Feature",
-    "FeatureExplanation",
-    "Records",
     "Schema",
     "answered",
     "distance",
