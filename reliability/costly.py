@@ -1,10 +1,12 @@
 """The most expensive requests each model's limits allow, and the first ones past them.
 
-Read from the model-config's `handler:` block (the archive's limits), so a changed limit changes
-the worst case tested: the largest image dimensions in the fewest bytes (one-colour lossless WebP,
-grey PNG, JPEG at the pixel limits), the longest texts, the longest signals at every frequency, and
-the explanation of each at its cost limit. `expect` is what each may get: an answer or a batch's
-503 for the allowed ones, the request's own 400 `too_large` for the ones past a limit.
+Built per modality kit (`KITS`: image, text, signal, tabular) and chosen by the kits a model names
+in its registry line, so a model gets its worst cases by naming its kit. Read from the
+model-config's `handler:` block (the archive's limits), so a changed limit changes the worst case
+tested: the largest image dimensions in the fewest bytes (one-colour lossless WebP, grey PNG, JPEG
+at the pixel limits), the longest texts, the longest signals at every frequency, the most records,
+and the explanation of each at its cost limit. `expect` is what each may get: an answer or a
+batch's 503 for the allowed ones, the request's own 400 `too_large` for the ones past a limit.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import base64
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -68,7 +71,20 @@ def _image(fmt: str, side: int, mode: str, **save) -> bytes:
     return buf.getvalue()
 
 
-def digits(config: dict) -> list[Costly]:
+@dataclass(frozen=True)
+class Known:
+    """What a kit's worst cases read of a model besides its limits."""
+
+    example: Mapping[str, Any]
+    """One valid JSON body (tools/<model>/samples.py's `example`)."""
+    export: Mapping[str, Any]
+    """Its manifest's `handler` block, or where no manifest is read its samples' stand-in
+    (`Samples.export`)."""
+    explain_cost: Callable[[str], int] | None = None
+    """A text's explanation cost (the served model's), where the caller has it."""
+
+
+def image(config: dict, known: Known) -> list[Costly]:
     """Images at max_image_pixels, as many per request as max_request_pixels allows; the 18 KB
     body of 64 such images; an explanation of the allowed request."""
     side = math.isqrt(config["max_image_pixels"])
@@ -118,9 +134,10 @@ def longest_words(cost: Callable[[str], int], limit: int, max_bytes: int, most: 
     return " ".join(words[:lo])
 
 
-def sentiment(config: dict, explain_cost: Callable[[str], int] | None = None) -> list[Costly]:
+def text(config: dict, known: Known) -> list[Costly]:
     """max_texts texts of max_text_bytes each; explanations of the longest text within
-    max_explain_tokens (when its cost function is given) and of the longest texts allowed."""
+    max_explain_tokens (when its cost function is known) and of the longest texts allowed."""
+    explain_cost = known.explain_cost
     longest = (REVIEW * (config["max_text_bytes"] // len(REVIEW) + 1))[: config["max_text_bytes"]]
     texts = {"texts": [longest] * config["max_texts"]}
     out = [
@@ -137,9 +154,17 @@ def sentiment(config: dict, explain_cost: Callable[[str], int] | None = None) ->
     return out
 
 
-def frequency(config: dict, frequencies: tuple[float, ...], rate: float) -> list[Costly]:
-    """max_samples at every frequency, as JSON, as float32 and as a stream's first chunk; the
-    explanation of the longest signal within max_explain_samples; the first past each limit."""
+def signal(config: dict, known: Known) -> list[Costly]:
+    """max_samples at every frequency the export serves (`frequencies`, `sample_rate`), as JSON,
+    as float32 and as a stream's first chunk; the explanation of the longest signal within
+    max_explain_samples; the first past each limit."""
+    if not {"frequencies", "sample_rate"} <= set(known.export):
+        raise ValueError(
+            "a signal model's worst cases need its frequencies and sample_rate: its manifest, or "
+            "`export` in its tools/<model>/samples.py"
+        )
+    frequencies = tuple(known.export["frequencies"])
+    rate = known.export["sample_rate"]
     n = config["max_samples"]
     signal = np.sin(np.arange(n) * (2 * np.pi * frequencies[0] / rate)).astype(np.float32)
     every = ",".join(f"{f:g}" for f in frequencies)
@@ -163,7 +188,7 @@ def frequency(config: dict, frequencies: tuple[float, ...], rate: float) -> list
 
 
 def _longest_explained(limit: int, block: int, frequencies: int) -> int:
-    """Samples of the longest signal whose occlusion explanation (handlers/frequency/explain.py:
+    """Samples of the longest signal whose occlusion explanation (handlers/kits/signal/explain.py:
     blocks of `block`, stride half of it, one pass more, per frequency) costs at most `limit`."""
     stride = max(1, block // 2)
 
@@ -177,9 +202,11 @@ def _longest_explained(limit: int, block: int, frequencies: int) -> int:
     return n
 
 
-def tabular(config: dict, example: dict) -> list[Costly]:
-    """max_records records as JSON and as CSV rows; the explanation of the most records within
-    max_explain_passes (a pass per feature, plus one, per record); the first past each limit."""
+def tabular(config: dict, known: Known) -> list[Costly]:
+    """max_records records (the model's example) as JSON and as CSV rows; the explanation of the
+    most records within max_explain_passes (a pass per feature, plus one, per record); the first
+    past each limit."""
+    example = dict(known.example)
     n = config["max_records"]
     per = 1 if config["explain_method"] == "ablation" else config["explain_samples"]
     explainable = config["max_explain_passes"] // (len(example) * per + 1)
@@ -220,24 +247,31 @@ def limits(model: str) -> dict:
     return settings.parse(model_config(model).get("handler") or {}, model).model_dump()
 
 
+KITS: dict[str, Callable[[dict, Known], list[Costly]]] = {
+    "image": image,
+    "text": text,
+    "signal": signal,
+    "tabular": tabular,
+}
+"""Each modality kit's worst cases (handlers/kits/<kit>/), from the limits and what is `Known`."""
+
+
 def for_model(
     model: str,
     artifacts: Path | None = None,
     explain_cost: Callable[[str], int] | None = None,
 ) -> list[Costly]:
-    """The worst requests of a registered model ([] for any other): `artifacts` (its manifest)
-    names frequency's frequencies; `explain_cost` prices a sentiment text's explanation."""
+    """The worst requests of a registered model ([] for any other), those of each kit its registry
+    line names: `artifacts` (its manifest) says what its export serves (else its samples'
+    `export`); `explain_cost` prices a text's explanation."""
     if model not in registry.names():
         return []
+    spec = registry.get(model)
+    samples = spec.samples()
+    if artifacts:
+        export = read_manifest(artifacts)["handler"]
+    else:
+        export = samples.export() if samples.export else {}
+    known = Known(samples.example, export, explain_cost)
     config = limits(model)
-    if model == "digits":
-        return digits(config)
-    if model == "sentiment":
-        return sentiment(config, explain_cost)
-    if model == "frequency":
-        handler = read_manifest(artifacts)["handler"] if artifacts else {}
-        frequencies = tuple(handler.get("frequencies", (1.0, 3.0, 5.0, 7.0)))
-        return frequency(config, frequencies, handler.get("sample_rate", 1000))
-    if model == "tabular":
-        return tabular(config, registry.get(model).example())
-    return []
+    return [c for kit in spec.kits if kit in KITS for c in KITS[kit](config, known)]

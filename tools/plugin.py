@@ -41,6 +41,10 @@ class Samples:
     """The variable naming its signing-key file; the pods mount the one Secret there."""
     light_request: Callable[[int], dict] | None = None
     """A small varied body: the rehearsal's Locust users send the first model that has it."""
+    export: Callable[[], Mapping[str, Any]] | None = None
+    """export() → what the tools may take of its export (the manifest's `handler` block) where no
+    manifest is read: a signal model's `frequencies` and `sample_rate` (reliability/costly.py's
+    worst cases)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The tabular kit (handlers/kits/tabular.py) on a schema of its own (numbers, a category, an
+"""The tabular kit (handlers/kits/tabular/) on a schema of its own (numbers, a category, an
 optional feature): bodies in JSON and CSV, each schema violation a 400 naming the field and the
 rule, the cost of a request before it runs, the encoding, and per-feature attributions.
 

@@ -139,5 +139,6 @@ SAMPLES = Samples(
     load_weight=LOAD_WEIGHT,
     load_cost=LOAD_COST,
     state_key=STATE_KEY,
+    export=lambda: {"frequencies": EXTRACT[-1], "sample_rate": SAMPLE_RATE},
 )
 """This model's hooks for the shared tools (tools/plugin.py)."""

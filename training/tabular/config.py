@@ -28,7 +28,7 @@ class TrainConfig:
     split_seed: int = 0
     margin: float = 1.0
     """The schema's margin: encoded numbers are clipped this many training ranges past the range
-    seen (handlers/kits/tabular.py)."""
+    seen (handlers/kits/tabular/schema.py)."""
     outlier_weight: float = 0.5
     """Outlier exposure: weight of the cross-entropy to the uniform distribution on training
     records with one to three features moved outside the range seen (0 turns it off)."""

@@ -1,6 +1,6 @@
 """The network, its Lightning training and its export.
 
-The MLP takes records as the tabular kit encodes them (handlers/kits/tabular.py: each number where
+The MLP takes records as the tabular kit encodes them (handlers/kits/tabular/schema.py: each number where
 it lies in its training range, clipped `margin` ranges past it; categories one-hot) and returns
 (logits, features): the features feed the dropout → linear head, which serving samples for
 MC-dropout spread from head.npz. Outlier exposure teaches it to be unsure outside the ranges seen:
