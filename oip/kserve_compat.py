@@ -35,13 +35,13 @@ def check_version(installed: str | None = None) -> None:
         try:
             installed = metadata.version("kserve")
         except metadata.PackageNotFoundError:
-            installed = "none"
+            installed = "(none)"
     if installed != KSERVE_VERSION:
         raise KServeVersionError(
-            f"kserve {installed} is installed; oip/kserve_compat.py changes KServe "
-            f"{KSERVE_VERSION}'s internals and was written for that release only: install "
-            f"kserve=={KSERVE_VERSION} (requirements-oip.txt), or check each change against "
-            f"{installed} and update KSERVE_VERSION"
+            f"installed kserve: {installed}, expected: {KSERVE_VERSION}. oip/kserve_compat.py "
+            f"changes KServe {KSERVE_VERSION}'s internals and was written for that release "
+            f"only: install kserve=={KSERVE_VERSION} (requirements-oip.txt), or check each "
+            "change against the installed release and update KSERVE_VERSION"
         )
 
 
