@@ -23,8 +23,9 @@ def test_another_kserve_release_is_refused_naming_both_versions():
 
 def test_the_release_it_was_written_for_passes_and_is_the_pinned_one():
     check_version(KSERVE_VERSION)
-    pins = re.findall(r"^kserve==(\S+)", (ROOT / "requirements-oip.txt").read_text(), re.M)
-    assert pins == [KSERVE_VERSION], pins
+    for name in ("requirements-oip.txt", "requirements-oip-gpu.txt"):  # the CPU and GPU layers
+        pins = re.findall(r"^kserve==(\S+)", (ROOT / name).read_text(), re.M)
+        assert pins == [KSERVE_VERSION], (name, pins)
 
 
 def test_no_shipped_oip_module_imports_unittest():
