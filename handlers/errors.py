@@ -3,7 +3,7 @@ errors the lifecycle raises.
 
 Every error answer, whoever writes it, is the JSON body {"error": reason, "kind": kind,
 "request_id": id}: the handlers' refusals (the lifecycle, handlers/service.py), the Open Inference
-Protocol server (oip/server.py: REST bodies and gRPC details, its gRPC status `ErrorKind.grpc_for`),
+Protocol server (oip/refusals.py: REST bodies and gRPC details, its gRPC status `ErrorKind.grpc_for`),
 the MLflow PyFunc (training/pyfunc_model.py), and the pod's door (docker/haproxy.cfg, whose bodies are generated from
 this catalogue by deploy/door.py). A kind says once which HTTP status it is answered with, whether
 and when to retry, its gRPC status, and which exception the clients raise for it

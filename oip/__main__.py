@@ -1,5 +1,5 @@
 import sys
 
-from oip.server import main
+from oip.cli import main
 
 sys.exit(main())

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from scoring import inputs, job
+    from scoring import inputs, job, plugins
     from scoring.columns import ERROR, EXTRA
     from scoring.model import resolve
     from scoring.outputs import open_output
@@ -135,7 +135,7 @@ def _run(args) -> int:
                   file=sys.stderr)  # fmt: skip
         if not parts:
             raise ScoringError("the input has no rows")
-        model = resolve(args.model, args.source, Path(work))
+        model = resolve(args.model, args.source, Path(work), plugins.download)
         id_type = args.id_type or inputs.id_type(files, args.id_column)
         plan_doc = {
             "model": model.name,
@@ -155,7 +155,8 @@ def _run(args) -> int:
         if note:
             print(f"scoring: {note}", file=sys.stderr)
         report = job.run(model, parts, output, args.id_column, workers, args.cpus,
-                         args.address, args.progress, id_type)  # fmt: skip
+                         args.address, args.progress, id_type,
+                         example=plugins.example(model.name), cpu=plugins.cpu_line())  # fmt: skip
     print(report.line())
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()

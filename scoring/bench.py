@@ -30,18 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     from handlers.archive import ArchiveConfig
     from handlers.rows import answer_rows
     from handlers.service import ModelService
-    from scoring import inputs, job
+    from scoring import inputs, job, plugins
     from scoring.model import resolve
-    from tools import registry
-    from training.common.machine import cpu_summary, describe_cpu
 
     cpus = os.cpu_count() or 1
-    spec = registry.get(args.model)
-    feed = spec.samples().bench_feed
-    bodies = feed(args.rows) if feed else [spec.example() for _ in range(args.rows)]
+    bodies = plugins.bench_bodies(args.model, args.rows)
     with tempfile.TemporaryDirectory(prefix="scoring-bench-") as tmp:
         work = Path(tmp)
-        model = resolve(args.model, args.source, work)
+        model = resolve(args.model, args.source, work, plugins.download)
         src = work / "corpus.parquet"
         table = pa.Table.from_pylist([{"id": i} | b for i, b in enumerate(bodies)])
         pq.write_table(table, src, row_group_size=max(1, args.rows // (4 * cpus)))
@@ -55,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         bare_s = time.perf_counter() - begin
         del service
         result: dict = {
-            "cpu": cpu_summary(describe_cpu()),
+            "cpu": plugins.cpu_line(),
             "model": args.model,
             "version": model.version,
             "rows": args.rows,
@@ -67,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         for workers in [int(w) for w in args.workers.split(",")]:
             out = work / f"out-{workers}"
             job.prepare_output(out, {"bench": workers})
-            report = job.run(model, parts, out, "id", workers, cpus, progress=False)
+            report = job.run(
+                model, parts, out, "id", workers, cpus, progress=False,
+                example=plugins.example(model.name), cpu=result["cpu"],
+            )  # fmt: skip
             scoring_s = report.wall_s - report.engine_start_s
             result["runs"].append({
                 "workers": workers,

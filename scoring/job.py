@@ -26,11 +26,12 @@ class Scorer:
     """One Ray actor: the model loaded once (`ModelService`), then each partition it is handed
     read, answered in batches of the archive's batchSize (handlers/rows.py) and written."""
 
-    def __init__(self, model: dict, id_column: str, output: str, id_type: str = "string"):
+    def __init__(
+        self, model: dict, id_column: str, output: str, example: dict, id_type: str = "string"
+    ):
         from handlers.archive import ArchiveConfig
         from handlers.rows import answer_rows
         from handlers.service import ModelService
-        from tools import registry
 
         self.model = ModelRef(**model)
         config = ArchiveConfig.read(self.model.config_dir)
@@ -39,8 +40,8 @@ class Scorer:
         self.id_column = id_column
         self.id_type = id_type
         self.output = open_output(output)
-        [self.example] = answer_rows(self.service, [registry.get(self.model.name).example()], 1)
-        """The model's own example answer: its fields are the output's columns (scoring/columns.py)."""
+        [self.example] = answer_rows(self.service, [example], 1)
+        """The model's own example answer (to its example request, scoring/plugins.py): its fields are the output's columns (scoring/columns.py)."""
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         out: dict[str, list] = {"index": [], "rows": [], "refused": [], "skipped": []}
@@ -241,17 +242,20 @@ def run(
     address: str | None = None,
     progress: bool | None = None,
     id_type: str = "string",
+    *,
+    example: dict,
+    cpu: str,
 ) -> Report:
+    """Score `parts` into `output`; `example`: the model's example request (its answer's fields
+    are the columns), `cpu`: the machine's line for the report (scoring/plugins.py)."""
     import ray
     from tqdm import tqdm
-
-    from training.common.machine import cpu_summary, describe_cpu
 
     output = open_output(output)
     report = Report(
         model.name, model.version, model.sha256, model.source,
         sorted({p.path for p in parts}), str(output), len(parts), workers=workers,
-        cpu=cpu_summary(describe_cpu()),
+        cpu=cpu,
     )  # fmt: skip
     begin = time.perf_counter()
     started = start_ray(address, cpus)
@@ -285,6 +289,7 @@ def run(
                     "model": asdict(model),
                     "id_column": id_column,
                     "output": str(output),
+                    "example": example,
                     "id_type": id_type,
                 },  # fmt: skip
                 batch_size=1,

@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.model != "sentiment":
         raise SystemExit("python -m scoring.memory: synthetic short texts suit sentiment only")
 
-    from training.common.machine import cpu_summary, describe_cpu
+    from scoring.plugins import cpu_line
 
-    result: dict = {"cpu": cpu_summary(describe_cpu()), "model": args.model,
+    result: dict = {"cpu": cpu_line(), "model": args.model,
                     "row_group": args.row_group, "workers": args.workers, "runs": []}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="scoring-memory-") as tmp:
         for rows in [int(r) for r in args.rows.split(",")]:

@@ -3,6 +3,7 @@ a `.mar`, or an MLflow model URI (`models:/<name>/<version or alias>`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from handlers.manifest import MANIFEST_FILE, read_manifest, sha256_file
 from scoring.errors import ScoringError
 
 ROOT = Path(__file__).resolve().parent.parent
+
+Download = Callable[[str, Path], tuple[Path, dict]]
+"""`models:/...` URI, a folder to download into → (the version's model folder, its record); a
+refusal the user should read is a `ScoringError` (scoring/plugins.py's `download`)."""
 
 
 @dataclass(frozen=True)
@@ -29,17 +34,21 @@ class ModelRef:
     its own when it has one (a .mar, a registered version), else handlers/<model>/, as archived."""
 
 
-def resolve(name: str, source: str | None, work: Path) -> ModelRef:
+def resolve(
+    name: str, source: str | None, work: Path, download: Download | None = None
+) -> ModelRef:
+    """The model `name` scores with, from `source` (default its local artifacts); a `models:/` URI
+    is fetched with `download` (the MLflow registry's, which the caller passes in)."""
     if name not in registry.names():
         raise ScoringError(f"no registered model {name!r}; known: {', '.join(registry.names())}")
     source = source or str(ROOT / "artifacts" / name)
     if source.startswith("models:/"):
-        from training.registry import RegistryError, download
-
+        if download is None:
+            raise ScoringError(f"{source}: no model registry to download it from")
         try:
-            model_dir, record = download(source, work / "mlflow")
-        except RegistryError as err:
-            raise ScoringError(str(err)) from None
+            model_dir, _ = download(source, work / "mlflow")
+        except ScoringError:
+            raise
         except Exception as err:  # why: the tracking server unreachable, a bad URI: one line
             raise ScoringError(
                 f"{source}: {str(err).splitlines()[0] if str(err) else err!r}"

@@ -1,5 +1,5 @@
 """The Open Inference Protocol server's whole surface, walked with generated requests (the style
-of tests/integration/test_surface.py): every REST route KServe's app registers (oip.server's
+of tests/integration/test_surface.py): every REST route KServe's app registers (tests/support/kserve_routes.py's
 `kserve_routes`: the protocol's and the ones it must not serve), every RPC of the protocol's gRPC
 service (read from KServe's compiled grpc_predict_v2 descriptor), with generated tensors,
 parameters, ids, bodies and headers, each sent at the same instant as valid requests for the same
@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from handlers import registry
 from handlers.errors import KINDS
-from oip.server import ROUTES
+from oip.middleware import ROUTES
 from reliability.bodies import json_scalars, json_values, malformed_bodies
 from reliability.record import fuzz_examples, record
 from tests.fixtures.oip import GRPC_SERVICE, in_oip_venv
@@ -80,7 +80,10 @@ VALID = {
 
 @pytest.fixture(scope="module")
 def kserve_routes() -> list[tuple[str, str]]:
-    out = in_oip_venv("import json, oip.server as s; print(json.dumps(s.kserve_routes()))")
+    out = in_oip_venv(
+        "import json; from tests.support.kserve_routes import kserve_routes as k; "
+        "print(json.dumps(k()))"
+    )
     return [tuple(r) for r in json.loads(out)]
 
 

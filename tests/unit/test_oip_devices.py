@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from handlers.runtime import ArchiveError
-from oip.server import parse_args, worker_devices
+from oip.cli import parse_args
+from oip.loading import worker_devices
 
 
 def test_without_gpus_every_worker_runs_on_the_cpu():
