@@ -347,7 +347,8 @@ REHEARSE_ARGS ?=
 rehearse: $(STAMP) haproxy ## Two replicas behind HAProxy under Locust: rolling restart, kill, streams → reports/rehearsal.{md,json}
 	$(PY) -m rehearsal $(REHEARSE_ARGS)
 
-# A candidate archive rolled out beside model_store/<MODEL>.mar (docs/rollout.md); ROLLOUT_ARGS e.g.
+# A candidate archive rolled out beside model_store/<MODEL>.mar (docs/rollout.md); RUNTIME=oip: both
+# replica sets serve the Open Inference Protocol (docs/oip.md); ROLLOUT_ARGS e.g.
 # "--steps 5,25,50,100 --step-s 10 --judge-requests 40 --users 4".
 CANDIDATE ?=
 ROLLOUT_ARGS ?=
@@ -355,7 +356,7 @@ ROLLOUT_ARGS ?=
 rollout: $(STAMP) haproxy ## Shadow, then canary 5/25/50/100 % of CANDIDATE=<.mar> beside model_store/<MODEL>.mar under Locust, judged on answers, rolled back on a failed step → reports/rollout-<MODEL>.json
 	@test -n "$(CANDIDATE)" || { echo "set CANDIDATE=<path to the candidate .mar>" >&2; exit 2; }
 	@test "$(words $(MODEL))" = 1 || { echo "set MODEL=<one model>" >&2; exit 2; }
-	$(PY) -m rehearsal.rollout $(MODEL) --candidate $(CANDIDATE) $(if $(BUCKET),--bucket "$(BUCKET)" --prefix "$(PREFIX)" $(if $(ENDPOINT),--endpoint-url $(ENDPOINT))) $(ROLLOUT_ARGS)
+	$(PY) -m rehearsal.rollout $(MODEL) --candidate $(CANDIDATE) $(if $(RUNTIME),--runtime $(RUNTIME)) $(if $(BUCKET),--bucket "$(BUCKET)" --prefix "$(PREFIX)" $(if $(ENDPOINT),--endpoint-url $(ENDPOINT))) $(ROLLOUT_ARGS)
 
 .PHONY: reliability  # a folder of that name exists: never 'up to date'
 reliability: $(STAMP) ## Fuzz, fault, security suites + mixed-load overload run → reports/reliability.md, overload.md

@@ -5,10 +5,12 @@ and returns the metrics and a verdict whose reason names the metric, its value a
 
     python -m deploy.rollout judge MODEL --stable URL --candidate URL [--token-file F]
         [--requests 40] [--seed 0] [--bodies FILE.jsonl] [--out verdict.json]
+        [--runtime torchserve|oip]
     python -m deploy.rollout bodies MODEL [--requests 40] [--seed 0] > MODEL.jsonl
 
 `judge` sends the same requests (the model's held-out load payloads, tools/<model>/samples.py, or
-one JSON body a line from --bodies) to both versions' REST doors, judges the answers and prints the
+one JSON body a line from --bodies) to both versions' REST doors (with --runtime oip, the Open Inference Protocol's /v2 inference
+route, the body as tensors), judges the answers and prints the
 metrics table and the verdict; exit status 0 PASS, 1 FAIL, 2 bad usage. `bodies` writes those
 held-out payloads, one JSON body a line, where the tools and their data are installed (a
 checkout), for a judge that runs where they are not (the serving image: the Argo Rollouts
@@ -204,13 +206,83 @@ def table(verdict: Verdict) -> str:
     return "\n".join(rows) + f"\n\n{word}: {verdict.reason}\n"
 
 
-def send(url: str, model: str, body: Any, token: str | None, timeout: float = 30) -> Exchange:
-    """POST one JSON body to `url`/predictions/<model>; status 0 when no answer came at all."""
+RUNTIMES = ("torchserve", "oip")
+"""What serves both versions (the pod's RUNTIME): TorchServe's `POST /predictions/<model>` with the
+model's JSON body, or the Open Inference Protocol server's `POST /v2/models/<model>/infer` with the
+same body as tensors (`oip_request`), its answer read back into the JSON rows (`oip_rows`)."""
+
+
+def _datatype(values: list[Any]) -> str:
+    if all(isinstance(v, bool) for v in values):
+        return "BOOL"
+    if all(isinstance(v, str) for v in values):
+        return "BYTES"
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return "FP64"
+    raise ValueError(f"no tensor datatype holds {values[:3]!r}")
+
+
+def oip_request(body: Any) -> dict[str, Any]:
+    """A JSON body of named fields (one record, or {"records": [...]}, each field a string or a
+    number) as the Open Inference Protocol's inference request: one input per field, named as the
+    field, one element per record (tabular's tensor contract, handlers/tabular/oip.py; sentiment's
+    one `text`)."""
+    records = body.get("records") if isinstance(body, dict) and "records" in body else [body]
+    if not records or not all(isinstance(r, dict) for r in records):
+        raise ValueError("an OIP rollout sends records of named fields (a JSON object each)")
+    names = list(records[0])
+    if any(list(r) != names for r in records):
+        raise ValueError("every record must name the same fields, in the same order")
+    inputs = []
+    for name in names:
+        column = [r[name] for r in records]
+        inputs.append(
+            {"name": name, "datatype": _datatype(column), "shape": [len(column)], "data": column}
+        )
+    return {"inputs": inputs}
+
+
+def oip_rows(answer: Any) -> Any:
+    """An inference answer's output tensors as the JSON rows the model answers TorchServe's
+    clients with: row i holds each output's i-th element (a list where the output has more than
+    one dimension, e.g. the classes' probabilities, in the classes' order); one record's answer
+    is one row, as a one-record JSON body's is. Anything else is returned as it is (an error
+    body)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("outputs"), list):
+        return answer
+    rows: list[dict[str, Any]] = []
+    for out in answer["outputs"]:
+        shape, data = out.get("shape") or [len(out["data"])], list(out.get("data") or [])
+        n = int(shape[0]) if shape else 1
+        width = len(data) // n if n else 0
+        for i in range(n):
+            if len(rows) <= i:
+                rows.append({})
+            flat = len(shape) > 1 and len(data) != n  # row-major, else one element a row
+            rows[i][out["name"]] = data[i * width : (i + 1) * width] if flat else data[i]
+    return rows[0] if len(rows) == 1 else rows
+
+
+def send(
+    url: str,
+    model: str,
+    body: Any,
+    token: str | None,
+    timeout: float = 30,
+    runtime: str = "torchserve",
+) -> Exchange:
+    """POST one JSON body to `url`/predictions/<model> (with runtime "oip": as tensors to
+    `url`/v2/models/<model>/infer, the answer read back into rows); status 0 when no answer came
+    at all."""
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    if runtime == "oip":
+        path, data = f"v2/models/{model}/infer", oip_request(body)
+    else:
+        path, data = f"predictions/{model}", body
     request = urllib.request.Request(
-        f"{url.rstrip('/')}/predictions/{model}", json.dumps(body).encode(), headers
+        f"{url.rstrip('/')}/{path}", json.dumps(data).encode(), headers
     )
     start = time.perf_counter()
     try:
@@ -226,6 +298,8 @@ def send(url: str, model: str, body: Any, token: str | None, timeout: float = 30
         parsed = json.loads(raw)
     except ValueError:
         parsed = None
+    if runtime == "oip" and status == 200:
+        parsed = oip_rows(parsed)
     return Exchange(status, latency, parsed)
 
 
@@ -237,12 +311,13 @@ def paired(
     token: str | None,
     workers: int = 4,
     timeout: float = 30,
+    runtime: str = "torchserve",
 ) -> tuple[list[Exchange], list[Exchange]]:
     """Each body sent to both versions (a few at a time); their exchanges, paired by position."""
     with ThreadPoolExecutor(workers) as pool:  # interleaved: both wait in the same queue
         pairs = [
-            (pool.submit(send, stable_url, model, b, token, timeout),
-             pool.submit(send, candidate_url, model, b, token, timeout))
+            (pool.submit(send, stable_url, model, b, token, timeout, runtime),
+             pool.submit(send, candidate_url, model, b, token, timeout, runtime))
             for b in bodies
         ]  # fmt: skip
         return [s.result() for s, _ in pairs], [c.result() for _, c in pairs]
@@ -290,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--seed", type=int, default=0)
     j.add_argument("--bodies", type=Path, help="JSON bodies to send, one a line (not payloads)")
     j.add_argument("--out", type=Path, help="write the verdict and metrics here (JSON)")
+    j.add_argument(
+        "--runtime", choices=RUNTIMES, default="torchserve", help="what serves both versions"
+    )
     b = sub.add_parser("bodies", help="print held-out payloads, one JSON body a line (--bodies)")
     b.add_argument("model")
     b.add_argument("--requests", type=int, default=40, help="how many payloads")
@@ -309,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         bodies = [json.loads(x) for x in args.bodies.read_text().splitlines() if x.strip()]
     else:
         bodies = judge_bodies(args.model, args.requests, args.seed)
-    stable, candidate = paired(args.model, args.stable, args.candidate, bodies, token)
+    stable, candidate = paired(
+        args.model, args.stable, args.candidate, bodies, token, runtime=args.runtime
+    )
     verdict = analyse(limits, stable, candidate)
     print(table(verdict), end="")
     if args.out:

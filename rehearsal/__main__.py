@@ -78,9 +78,12 @@ def start_locust(
     pacing_s: float,
     run_time_s: float = 1800,
     model: str | None = None,
+    runtime: str = "torchserve",
 ) -> subprocess.Popen:
-    """Locust users through the balancer, sending `model` (default: `load_model()`)."""
+    """Locust users through the balancer, sending `model` (default: `load_model()`) to replicas
+    that serve it with `runtime` (torchserve, or oip: the Open Inference Protocol's REST)."""
     env = os.environ | {
+        "REHEARSAL_RUNTIME": runtime,
         "REHEARSAL_MODEL": model or load_model(),
         "REHEARSAL_LOG": str(log),
         "REHEARSAL_TOKEN": TOKEN,

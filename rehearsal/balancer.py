@@ -31,6 +31,9 @@ class Balancer:
     backup ("standby") when no weighted server is up, frequency streams sticky to a version."""
     try_timeout_s: float = 10.0
     """With `rollout`: how long one try may wait for a replica's answer before it is retried."""
+    runtime: str = "torchserve"
+    """What the replicas serve (the pods' RUNTIME): the health check is TorchServe's /ping, or
+    the Open Inference Protocol server's readiness route /v2/health/ready."""
     ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
 
@@ -54,6 +57,7 @@ class Balancer:
             "LB_HTTP_PORT": str(self.ports["http"]),
             "LB_GRPC_PORT": str(self.ports["grpc"]),
             "LB_TOKEN": self.token,
+            "LB_HEALTH_URI": "/v2/health/ready" if self.runtime == "oip" else "/ping",
         }
         if self.rollout:
             env |= {"LB_ROLLOUT": "1", "LB_TRY_TIMEOUT": f"{int(self.try_timeout_s * 1000)}ms"}

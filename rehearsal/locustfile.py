@@ -1,5 +1,7 @@
 """Locust users for the rehearsal: REST and gRPC predictions through the balancer, of the model
-REHEARSAL_MODEL with the bodies its `light_request` hook builds (tools/registry.py).
+REHEARSAL_MODEL with the bodies its `light_request` hook builds (tools/registry.py). With
+REHEARSAL_RUNTIME=oip (replicas serving the Open Inference Protocol) the REST users send the same
+bodies as the protocol's inference requests, and there are no gRPC users.
 
 Every request's outcome goes to REHEARSAL_LOG (one JSON line: start, end, protocol, ok, error,
 replica), so the rehearsal can count what was lost around each event it caused.
@@ -22,6 +24,7 @@ import grpc.experimental.gevent as grpc_gevent  # noqa: E402
 from locust import HttpUser, User, constant_pacing, events, task  # noqa: E402
 
 from clients import stubs  # noqa: E402
+from deploy.rollout import oip_request  # noqa: E402
 from tools.registry import MODELS, get  # noqa: E402
 
 grpc_gevent.init_gevent()  # grpc's C core must yield to gevent
@@ -32,6 +35,9 @@ MODEL = os.environ.get("REHEARSAL_MODEL") or next(
     m.name for m in MODELS if m.samples().light_request
 )
 light_request = get(MODEL).samples().light_request
+RUNTIME = os.environ.get("REHEARSAL_RUNTIME") or "torchserve"
+"""What the replicas serve: TorchServe (REST and gRPC users), or the Open Inference Protocol server
+(REST users, the same bodies as tensors to /v2/models/<model>/infer)."""
 _log = open(os.environ.get("REHEARSAL_LOG", os.devnull), "a", buffering=1)  # noqa: SIM115
 
 
@@ -58,9 +64,11 @@ class RestUser(HttpUser):
 
     @task
     def predict(self) -> None:
+        body = light_request(int(time.time() * 1000))
+        oip = RUNTIME == "oip"
         with self.client.post(
-            f"/predictions/{MODEL}",
-            json=light_request(int(time.time() * 1000)),
+            f"/v2/models/{MODEL}/infer" if oip else f"/predictions/{MODEL}",
+            json=oip_request(body) if oip else body,
             headers={"Authorization": f"Bearer {TOKEN}"},
             name=MODEL,
             catch_response=True,
@@ -70,6 +78,7 @@ class RestUser(HttpUser):
 
 
 class GrpcUser(User):
+    abstract = RUNTIME == "oip"  # the TorchServe gRPC API only
     weight = 1
     wait_time = constant_pacing(PACING_S)
 

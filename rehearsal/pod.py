@@ -125,9 +125,11 @@ class Pod:
     def _env(self) -> dict[str, str]:
         # A pod's containers start with the image's environment, not the caller's shell: an
         # activated venv's TS_CONFIG_FILE (the checkout's config.properties) is not the pod's.
+        # Nor its RUNTIME (`make rollout RUNTIME=oip` exports it): the pod's own is set here.
         inherited = {k: v for k, v in os.environ.items() if k != "TS_CONFIG_FILE"}
+        inherited["RUNTIME"] = self.runtime
         if self.runtime != "torchserve":
-            inherited |= {"RUNTIME": self.runtime, "PYTHONPATH": str(ROOT)}
+            inherited |= {"PYTHONPATH": str(ROOT)}
             inherited["OIP_PYTHON"] = str(ROOT / ".venv-oip" / "bin" / "python")
         return inherited | {
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",

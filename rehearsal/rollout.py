@@ -97,6 +97,9 @@ class Rollout:
     say: Any = print
     pods: dict[str, Pod] | None = None
     """Replica sets already started and ready (`replicas`): used, and left running at the end."""
+    runtime: str = "torchserve"
+    """What both replica sets serve with (the pods' RUNTIME): torchserve, or oip (the Open
+    Inference Protocol server; the judge and the clients speak its /v2 REST)."""
 
     def __post_init__(self) -> None:
         self.limits = self.limits or judge.thresholds(self.model)
@@ -107,7 +110,10 @@ class Rollout:
     def start(self) -> None:
         if self.pods is None:
             self.pods = replicas(
-                {self.model: self.stable_mar}, {self.model: self.candidate_mar}, self.work
+                {self.model: self.stable_mar},
+                {self.model: self.candidate_mar},
+                self.work,
+                self.runtime,
             )
         errors: list[BaseException] = []
 
@@ -133,13 +139,24 @@ class Rollout:
         if errors:
             raise errors[0]
         self.lb = Balancer(
-            self.work / "lb", self.pods, TOKEN, rollout=True, try_timeout_s=self.try_timeout_s
+            self.work / "lb",
+            self.pods,
+            TOKEN,
+            rollout=True,
+            try_timeout_s=self.try_timeout_s,
+            runtime=self.runtime,
         ).start()
         self.lb.set_weight(CANDIDATE, 0)
         self.lb.set_weight(STABLE, 100)
         self.log = self.work / "requests.jsonl"
         self.locust = start_locust(
-            self.lb, self.log, self.users, self.work, self.pacing_s, model=self.model
+            self.lb,
+            self.log,
+            self.users,
+            self.work,
+            self.pacing_s,
+            model=self.model,
+            runtime=self.runtime,
         )
 
     def stop(self) -> None:
@@ -155,6 +172,18 @@ class Rollout:
         if self.own_pods:
             for pod in (self.pods or {}).values():
                 pod.kill()
+
+    def wait_for_clients(self, timeout: float = 120) -> None:
+        """Until the Locust users have had a request answered (on a loaded machine Locust takes
+        seconds to start): a judgement with no client traffic would show nothing of what clients
+        get."""
+        deadline = time.monotonic() + timeout
+        while not any(e["ok"] for e in self.client_log()):
+            if self.locust.poll() is not None:
+                raise RuntimeError(f"Locust exited {self.locust.returncode}: see {self.work}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no client request answered in {timeout:g} s: {self.work}")
+            time.sleep(0.2)
 
     def client_log(self) -> list[dict]:
         if not self.log.exists():
@@ -219,6 +248,7 @@ class Rollout:
                 bodies,
                 TOKEN,
                 timeout=self.try_timeout_s,
+                runtime=self.runtime,
             )
             self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
             self.paired[1].extend(candidate)  # request so far, the shadow's included
@@ -279,8 +309,10 @@ class Rollout:
                 warm,
                 TOKEN,
                 timeout=self.try_timeout_s,
+                runtime=self.runtime,
             )
-            time.sleep(2)  # the client load under way before the first judgement
+            self.wait_for_clients()  # the client load under way before the first judgement
+            time.sleep(2)
             door0, since = self.door(), time.time()
             self.say("rollout: shadow (candidate weight 0: clients get stable's answers only)")
             steps.append(self.analyse("shadow", 0, since, door0))
@@ -356,13 +388,19 @@ class Rollout:
         return {"done": False, "stage": "production", "left_as_it_was": where}
 
 
-def replicas(stable: dict[str, Path], candidate: dict[str, Path], work: Path) -> dict[str, Pod]:
+def replicas(
+    stable: dict[str, Path],
+    candidate: dict[str, Path],
+    work: Path,
+    runtime: str = "torchserve",
+) -> dict[str, Pod]:
     """The two replica sets, not started: `a` serving the stable archives ({model: .mar}), `b` the
-    candidate's, with one stream-state key (one Secret for both, as one Service's pods)."""
+    candidate's, with one stream-state key (one Secret for both, as one Service's pods), each pod
+    with `runtime` (its RUNTIME: torchserve or oip)."""
     key = secrets.token_urlsafe(32)
     config = pod_config("cpu")
     return {
-        name: Pod(work / name, archives, [TOKEN], config, state_key=key)
+        name: Pod(work / name, archives, [TOKEN], config, state_key=key, runtime=runtime)
         for name, archives in ((STABLE, stable), (CANDIDATE, candidate))
     }
 
@@ -438,6 +476,12 @@ def main(argv: list[str] | None = None) -> int:
         default=10.0,
         help="how long one try waits for an answer before the door retries it elsewhere",
     )
+    p.add_argument(
+        "--runtime",
+        choices=judge.RUNTIMES,
+        default=os.environ.get("RUNTIME") or "torchserve",
+        help="what both replica sets serve with (default: $RUNTIME, else torchserve)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "reports")
     p.add_argument("--work", type=Path, default=ROOT / "build" / "rollout")
     p.add_argument("--bucket", default=os.environ.get("MODEL_BUCKET") or None)
@@ -470,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         judge_requests=args.judge_requests,
         users=args.users,
         try_timeout_s=args.try_timeout_s,
+        runtime=args.runtime,
         bucket=args.bucket,
         s3_args=s3,
     )

@@ -199,3 +199,54 @@ def test_a_good_candidate_is_promoted_a_crashing_or_bad_one_rolled_back(
     assert rolled["clients"]["requests"] > 0
     assert rolled["clients"]["answered_by"]["b"] == 0  # clients never got the bad answers
     assert rolled["promotion"]["done"] is False
+
+
+def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back(
+    tabular_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make rollout RUNTIME=oip`: the replica sets serve the Open Inference Protocol (the pods'
+    RUNTIME=oip), health-checked at its readiness route; the judge and the Locust users speak its
+    /v2 REST. The good candidate is promoted, the bad one (every label flipped) rolled back at the
+    shadow step; neither costs a client request. Three pods (stable, good, bad), one start."""
+    monkeypatch.delenv("MODEL_BUCKET", raising=False)
+    bad_mar = labels_swapped(tabular_archive, tmp_path / "candidate" / "tabular-bad.mar")
+    tabular = {"tabular": tabular_archive}
+    pods = rollout.replicas(tabular, tabular, tmp_path / "pods", runtime="oip")
+    a = pods[rollout.STABLE]
+    bad_pod = Pod(
+        tmp_path / "pods" / "bad", {"tabular": bad_mar}, [rollout.TOKEN], a.config,
+        state_key=a.state_key, runtime="oip",
+    )  # fmt: skip
+
+    def run(name: str, candidate: Path, b: Pod, steps: list[int]) -> dict:
+        (tmp_path / name).mkdir()
+        return rollout.Rollout(
+            "tabular", tabular_archive, candidate, tmp_path / name, steps=steps, step_s=2,
+            judge_requests=20, users=2, pods={rollout.STABLE: a, rollout.CANDIDATE: b},
+            runtime="oip",
+        ).run()  # fmt: skip
+
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(Pod.start, [*pods.values(), bad_pod]))
+        auth = {"Authorization": f"Bearer {rollout.TOKEN}"}
+        for pod in (a, bad_pod):  # the OIP server behind each door, not TorchServe
+            assert requests.get(f"{pod.http}/v2/models/tabular", headers=auth, timeout=30).ok
+            assert requests.get(f"{pod.http}/ping", headers=auth, timeout=30).status_code == 404
+        good = run("good", tabular_archive, pods[rollout.CANDIDATE], [5, 100])
+        bad = run("bad", bad_mar, bad_pod, [5, 100])
+    finally:
+        for pod in (*pods.values(), bad_pod):
+            pod.kill()
+    assert good["outcome"] == "promoted", good
+    _the_good_one(good)
+    infer = [e for e in _clients(tmp_path / "good") if e["type"] == "POST"]
+    assert infer and len(infer) == good["clients"]["requests"]  # REST only: OIP has no TS gRPC
+
+    assert bad["outcome"] == "rolled back", bad
+    assert [s["step"] for s in bad["steps"]] == ["shadow"]
+    assert bad["reason"].startswith("shadow: label_agreement "), bad["reason"]
+    assert bad["steps"][0]["metrics"]["label_agreement"] < 0.97
+    assert bad["clients"]["failed"] == 0 and bad["clients"]["requests"] > 0, bad["clients"]
+    assert bad["clients"]["answered_by"]["b"] == 0  # clients never got the bad answers
+    assert bad["promotion"]["done"] is False
