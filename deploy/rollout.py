@@ -219,7 +219,7 @@ def _datatype(values: list[Any]) -> str:
         return "BYTES"
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         return "FP64"
-    raise ValueError(f"no tensor datatype holds {values[:3]!r}")
+    raise ValueError(f"no tensor datatype holds {repr(values)[:80]}: a field of named scalars only")
 
 
 def oip_request(body: Any) -> dict[str, Any]:

@@ -496,6 +496,12 @@ def main(argv: list[str] | None = None) -> int:
     if get(args.model).samples().light_request is None:
         print(f"rollout: {args.model} has no light_request for the client load", file=sys.stderr)
         return 2
+    if args.runtime == "oip":  # the judge's and the clients' bodies as inference requests
+        try:
+            judge.oip_request(get(args.model).samples().light_request(0))
+        except ValueError as e:
+            print(f"rollout: {args.model} over the OIP: {e}", file=sys.stderr)
+            return 2
     if not all(0 < s <= 100 for s in args.steps) or args.steps != sorted(args.steps):
         print("rollout: --steps must rise within 1..100", file=sys.stderr)
         return 2

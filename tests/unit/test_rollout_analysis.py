@@ -170,3 +170,51 @@ def test_bodies_writes_held_out_payloads_a_judge_reads_back(tmp_path, capsys) ->
     bodies = [json.loads(x) for x in lines]
     assert bodies == rollout.judge_bodies("tabular", 3, seed=1)
     assert all(isinstance(b, dict) and b for b in bodies)  # a record, or {"records": [...]}
+
+
+def test_an_oip_request_holds_each_field_as_an_input_one_element_per_record() -> None:
+    one = rollout.oip_request({"mean radius": 14.1, "grade": "b", "flag": True})
+    assert one == {
+        "inputs": [
+            {"name": "mean radius", "datatype": "FP64", "shape": [1], "data": [14.1]},
+            {"name": "grade", "datatype": "BYTES", "shape": [1], "data": ["b"]},
+            {"name": "flag", "datatype": "BOOL", "shape": [1], "data": [True]},
+        ]
+    }
+    two = rollout.oip_request({"records": [{"x": 1, "y": "a"}, {"x": 2.5, "y": "b"}]})
+    assert two["inputs"][0] == {"name": "x", "datatype": "FP64", "shape": [2], "data": [1, 2.5]}
+    for bad in ({"image": [[0, 1], [1, 0]]}, {"records": [{"x": 1}, {"y": 2}]}, {"records": []}):
+        with pytest.raises(ValueError):
+            rollout.oip_request(bad)
+
+
+def test_oip_answers_read_back_into_the_rows_the_judge_compares() -> None:
+    outputs = [
+        {"name": "label", "datatype": "BYTES", "shape": [2], "data": ["benign", "malignant"]},
+        {
+            "name": "probabilities",
+            "datatype": "FP64",
+            "shape": [2, 2],
+            "data": [0.9, 0.1, 0.3, 0.7],
+        },
+        {"name": "out_of_distribution", "datatype": "BOOL", "shape": [2], "data": [False, True]},
+    ]
+    rows = rollout.oip_rows({"model_name": "tabular", "outputs": outputs})
+    assert rows == [
+        {"label": "benign", "probabilities": [0.9, 0.1], "out_of_distribution": False},
+        {"label": "malignant", "probabilities": [0.3, 0.7], "out_of_distribution": True},
+    ]
+    nested = [o | {"data": [o["data"][:2], o["data"][2:]]} for o in outputs[1:2]]
+    assert rollout.oip_rows({"outputs": nested}) == [
+        {"probabilities": [0.9, 0.1]},
+        {"probabilities": [0.3, 0.7]},
+    ]
+    one = rollout.oip_rows({"outputs": [{"name": "label", "shape": [1], "data": ["benign"]}]})
+    assert one == {"label": "benign"}  # one record's answer is one row, as its JSON answer is
+    error = {"error": "bad_field", "kind": "bad_field"}
+    assert rollout.oip_rows(error) == error
+    stable = Exchange(200, 0.01, rows)
+    flipped = Exchange(200, 0.01, [r | {"label": "x"} for r in rows])
+    limits = rollout.thresholds("tabular").model_copy(update={"min_requests": 1})
+    assert not analyse(limits, [stable], [flipped]).passed
+    assert analyse(limits, [stable], [stable]).passed
