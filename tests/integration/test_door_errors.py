@@ -29,7 +29,7 @@ from clients.settings import ClientSettings
 from clients.tokens import TokenSource
 from rehearsal.pod import Pod, pod_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 TOKEN = "door-grpc-errors-token"
 JAVA_NAMES = ("org.pytorch", "Exception")
