@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import requests
@@ -65,8 +66,12 @@ def _drive(post, bodies: list, clients: int, seconds: float) -> dict:
 def _torchserve(archive: Path, work: Path):
     from tests.support.torchserve import start_torchserve
 
-    server = start_torchserve(work, {"sentiment": archive})
-    url = f"{server.inference_url}/predictions/sentiment"
+    # TorchServe registers an archive under its manifest's modelName (`python -m bench` names
+    # its archives <model>_<runtime>), whatever the file is called.
+    with zipfile.ZipFile(archive) as mar:
+        name = json.loads(mar.read("MAR-INF/MANIFEST.json"))["model"]["modelName"]
+    server = start_torchserve(work, {name: archive})
+    url = f"{server.inference_url}/predictions/{name}"
     auth = server.auth()
 
     def post(session, text):

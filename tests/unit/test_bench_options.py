@@ -46,3 +46,37 @@ def test_the_oip_comparison_runs_on_the_fp32_sentiment_archive_unless_switched_o
     assert ran == []
     assert bench.compare_runtimes(parse_args([]), archives) == {"ok": 1}
     assert ran == [Path("s.mar")]
+
+
+def test_the_oip_comparisons_torchserve_serves_the_archive_under_its_manifests_name(
+    tmp_path, monkeypatch
+):
+    """`python -m bench` names its archives <model>_<runtime>, and TorchServe registers an archive
+    under its manifest's modelName: a server waiting for "sentiment" never saw it READY."""
+    import json
+    import zipfile
+
+    from bench import oip
+    from tests.support import torchserve
+
+    archive = tmp_path / "sentiment_onnx.mar"
+    with zipfile.ZipFile(archive, "w") as mar:
+        mar.writestr(
+            "MAR-INF/MANIFEST.json", json.dumps({"model": {"modelName": "sentiment_onnx"}})
+        )
+    started = []
+
+    class Server:
+        inference_url = "http://127.0.0.1:1"
+
+        def auth(self):
+            return {}
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(
+        torchserve, "start_torchserve", lambda work, a: started.append(a) or Server()
+    )
+    oip._torchserve(archive, tmp_path)
+    assert started == [{"sentiment_onnx": archive}]
