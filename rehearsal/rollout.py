@@ -173,6 +173,19 @@ class Rollout:
             for pod in (self.pods or {}).values():
                 pod.kill()
 
+    def paired_answers(self, bodies: list) -> tuple[list, list]:
+        """The same bodies sent to both versions' doors: (stable's answers, the candidate's)."""
+        assert self.pods is not None
+        return judge.paired(
+            self.model,
+            self.pods[STABLE].http,
+            self.pods[CANDIDATE].http,
+            bodies,
+            TOKEN,
+            timeout=self.try_timeout_s,
+            runtime=self.runtime,
+        )
+
     def wait_for_clients(self, timeout: float = 120) -> None:
         """Until the Locust users have had a request answered (on a loaded machine Locust takes
         seconds to start): a judgement with no client traffic would show nothing of what clients
@@ -241,15 +254,7 @@ class Rollout:
             )
         else:
             bodies = [self.draw() for _ in range(self.judge_requests)]
-            stable, candidate = judge.paired(
-                self.model,
-                self.pods[STABLE].http,
-                self.pods[CANDIDATE].http,
-                bodies,
-                TOKEN,
-                timeout=self.try_timeout_s,
-                runtime=self.runtime,
-            )
+            stable, candidate = self.paired_answers(bodies)
             self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
             self.paired[1].extend(candidate)  # request so far, the shadow's included
             verdict = judge.analyse(self.limits, *self.paired)
@@ -302,15 +307,7 @@ class Rollout:
             # the candidate none yet, and a worker's first answers are its slowest.
             warm = [self.draw() for _ in range(WARM_UP)]
             assert self.pods is not None
-            judge.paired(
-                self.model,
-                self.pods[STABLE].http,
-                self.pods[CANDIDATE].http,
-                warm,
-                TOKEN,
-                timeout=self.try_timeout_s,
-                runtime=self.runtime,
-            )
+            self.paired_answers(warm)
             self.wait_for_clients()  # the client load under way before the first judgement
             time.sleep(2)
             door0, since = self.door(), time.time()
