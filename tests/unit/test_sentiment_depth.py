@@ -35,7 +35,10 @@ def test_at_depth_keeps_the_top_layer_trainable():
     assert at_depth(DEFAULT, 4).frozen_layers == 3 == DEFAULT.frozen_layers
     three = at_depth(DEFAULT, 3)
     assert (three.encoder_layers, three.frozen_layers, three.name) == (3, 2, "default-3-layers")
-    assert at_depth(DEFAULT, ENCODER_LAYERS) == DEFAULT  # the default is all six
+    assert DEFAULT.encoder_layers == 5  # chosen on the selection split (training.sentiment.choose)
+    assert at_depth(DEFAULT, 5) == DEFAULT
+    six = at_depth(DEFAULT, ENCODER_LAYERS)  # all of MiniLM-L6's layers, still three frozen
+    assert (six.encoder_layers, six.frozen_layers, six.name) == (6, 3, "default-6-layers")
     for bad in (0, ENCODER_LAYERS + 1):
         with pytest.raises(ValueError, match="encoder layers"):
             at_depth(DEFAULT, bad)

@@ -30,7 +30,7 @@ def large(handler: dict) -> dict:
 
 
 def full_size_artifacts(out: Path) -> Path:
-    """The real architecture (six MiniLM layers, 256 tokens) trained for a few steps: what a batch
+    """The real architecture (the recipe's MiniLM layers, 256 tokens) trained for a few steps: what a batch
     costs depends on the architecture, not on how well it is trained."""
     from training.sentiment.config import DEFAULT
     from training.sentiment.pipeline import run
