@@ -148,8 +148,8 @@ def _kill_when_in_flight(r: rollout.Rollout, after_s: float, out: dict) -> None:
         time.sleep(0.005)
     out["in_flight"] = r.lb.in_flight(rollout.CANDIDATE)
     assert r.pods is not None
+    out["killed_at"] = time.time()  # before the SIGKILL: kill() returns once all are reaped
     r.pods[rollout.CANDIDATE].kill()
-    out["killed_at"] = time.time()
 
 
 def test_a_good_candidate_is_promoted_a_crashing_or_bad_one_rolled_back(
