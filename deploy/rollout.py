@@ -387,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
         bodies = [json.loads(x) for x in args.bodies.read_text().splitlines() if x.strip()]
     else:
         bodies = judge_bodies(args.model, args.requests, args.seed)
+    if args.runtime == "oip":  # every body as tensors, before anything is sent
+        try:
+            for body in bodies:
+                oip_request(body)
+        except ValueError as e:
+            print(f"rollout: {args.model} over the OIP: {e}", file=sys.stderr)
+            return 2
     stable, candidate = paired(
         args.model, args.stable, args.candidate, bodies, token, runtime=args.runtime
     )

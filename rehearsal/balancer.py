@@ -30,7 +30,8 @@ class Balancer:
     the candidate out for good at its first failed or timed-out answer, the stable replica as a
     backup ("standby") when no weighted server is up, frequency streams sticky to a version."""
     try_timeout_s: float = 10.0
-    """With `rollout`: how long one try may wait for a replica's answer before it is retried."""
+    """With `rollout`: how long one try may wait for a replica's answer before it is retried on
+    another server."""
     runtime: str = "torchserve"
     """What the replicas serve (the pods' RUNTIME): the health check is TorchServe's /ping, or
     the Open Inference Protocol server's readiness route /v2/health/ready."""
@@ -107,6 +108,12 @@ class Balancer:
         """ "maint": out of the rotation (pod terminating); "ready": back in (readiness passed)."""
         for backend in BACKENDS:
             self.command(f"set server {backend}/{name} state {state}")
+
+    def set_health(self, name: str, health: str) -> None:
+        """Force a replica's health ("down": out of the rotation as if its checks had failed,
+        counted as a check-down; its checks then bring it back after `rise` passes)."""
+        for backend in BACKENDS:
+            self.command(f"set server {backend}/{name} health {health}")
 
     def set_weight(self, name: str, weight: int) -> None:
         """A replica's share of new requests (0-256, relative to the others'): 0 sends it none."""

@@ -24,12 +24,14 @@ and every failure counted.
    5xx answers, response errors, connection errors, mean response time) and the client failures
    in the step.
 
-The balancer is the rollout's (balancer.cfg with LB_ROLLOUT): a prediction the candidate drops or
-fails at its door is retried, the candidate leaves the rotation for good at its first failed or
-timed-out (--try-timeout-s) answer or second failed health check, and the stable replica stands by
-as a backup server when no weighted one is up (the 100 % step); a frequency stream's chunks stay on
-the version that answered the previous one. A step in which the balancer took the candidate out
-fails as `candidate_down`, before any request is paired with it.
+The balancer is the rollout's (balancer.cfg with LB_ROLLOUT): a prediction the candidate drops,
+fails at its door or holds past the try timeout (--try-timeout-s: a stall) is retried on another
+server, the candidate leaves the rotation for good at its first failed answer, its first retried
+request (taken out by this tool, which watches the door through each canary step) or its second
+failed health check, and the stable replica stands by as a backup server when no weighted one is
+up (the 100 % step); a frequency stream's chunks stay on the version that answered the previous
+one. A step in which the candidate was taken out ends at once and fails as `candidate_down`, before
+any request is paired with it.
 
 A failed step sets all weight back to the stable replica at once and the rollout stops: the
 candidate is not promoted (with a bucket configured, its S3 stage is left where it was). Passing
@@ -76,6 +78,8 @@ CHECKS = {
 """The balancer's last-check codes (`show stat` check_status), in words, for the reason."""
 WARM_UP = 16
 """Requests each version answers, unjudged, before the shadow's sample."""
+WATCH_S = 0.1
+"""How often a canary step looks at the door for a request retried away from the candidate."""
 
 
 @dataclass
@@ -104,6 +108,8 @@ class Rollout:
     def __post_init__(self) -> None:
         self.limits = self.limits or judge.thresholds(self.model)
         self.paired: tuple[list[judge.Exchange], list[judge.Exchange]] = ([], [])
+        self.taken_out = False
+        """Whether this step's watch took the candidate out (at a retried request)."""
         self.own_pods = self.pods is None
 
     # -- the parts ---------------------------------------------------------------------------
@@ -225,6 +231,25 @@ class Rollout:
         return out
 
     # -- one step ----------------------------------------------------------------------------
+    def watch(self, seconds: float, door0: dict) -> None:
+        """A canary step's client traffic for `seconds`, the door watched meanwhile. The door
+        retries a request the candidate held past the try timeout (a stall), dropped or failed
+        on another server, but a retried try does not count against the candidate (HAProxy's
+        passive check sees a request's last try only): so at the first retry the candidate has
+        caused, it is taken out of the rotation here (its health forced down; `rise 3600` keeps
+        it out), and the step ends, as it does when the door took the candidate out itself."""
+        self.taken_out = False
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            health = self.door()[CANDIDATE]
+            if not all(x.startswith("UP") for x in health["status"]):
+                return
+            if health["wretr"] > door0[CANDIDATE]["wretr"]:
+                self.lb.set_health(CANDIDATE, "down")
+                self.taken_out = True
+                return
+            time.sleep(min(WATCH_S, left))
+
     def analyse(self, name: str, weight: int, since: float, door0: dict) -> dict:
         assert self.limits is not None and self.pods is not None
         # The door's view first: a candidate its health checks (or its first failed answer)
@@ -234,8 +259,19 @@ class Rollout:
         went_down = health["chkdown"] - door0[CANDIDATE]["chkdown"]
         down = went_down > 0 or not all(x.startswith("UP") for x in health["status"])
         if down:
-            d = {k: health[k] - door0[CANDIDATE][k] for k in ("hrsp_5xx", "eresp", "econ")}
+            d = {k: health[k] - door0[CANDIDATE][k] for k in DOOR_COUNTERS}
             why = sorted({CHECKS[c] for c in health["checks"] if c in CHECKS})
+            if self.taken_out:
+                why.insert(
+                    0,
+                    f"{int(d['wretr'])} of its tries retried elsewhere (held past the "
+                    f"{self.try_timeout_s:g} s try timeout, dropped or failed)"
+                    + (
+                        ": it stalls, its health checks still pass"
+                        if all(c == "L7OK" for c in health["checks"])
+                        else ""
+                    ),
+                )
             why += [
                 f"{int(d[k])} {words} at the door"
                 for k, words in (
@@ -318,7 +354,7 @@ class Rollout:
                 self.lb.set_weight(CANDIDATE, percent)
                 door0, since = self.door(), time.time()
                 self.say(f"rollout: canary {percent} % (weights a={100 - percent} b={percent})")
-                time.sleep(self.step_s)
+                self.watch(self.step_s, door0)
                 steps.append(self.analyse(f"canary {percent}%", percent, since, door0))
                 if not steps[-1]["passed"]:
                     break

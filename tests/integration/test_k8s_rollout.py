@@ -12,6 +12,7 @@ import yaml
 
 from deploy import argo_rollouts
 from deploy.k8s_check import Rendered, render, schema_errors
+from deploy.rollout import RUNTIMES
 from handlers import registry
 
 pytestmark = pytest.mark.integration
@@ -214,6 +215,13 @@ def test_the_answers_metric_runs_the_judge_from_the_serving_image_against_both_s
     assert argv[:5] == ["python", "-m", "deploy.rollout", "judge", "{{args.model}}"]
     assert argv[argv.index("--stable") + 1] == f"http://{canary['stableService']}:8080"
     assert argv[argv.index("--candidate") + 1] == f"http://{canary['canaryService']}:8080"
+    # The judge speaks what the pods serve (their RUNTIME): TorchServe's REST, or the Open
+    # Inference Protocol's /v2 (rollout-oip), where TorchServe's /predictions is not served.
+    served = {e["name"]: e.get("value") for e in serving.get("env", [])}.get("RUNTIME")
+    assert served == ("oip" if overlay == "rollout-oip" else None), served
+    spoken = argv[argv.index("--runtime") + 1] if "--runtime" in argv else "torchserve"
+    assert spoken == (served or "torchserve"), argv
+    assert spoken in RUNTIMES
     token = argv[argv.index("--token-file") + 1]
     volumes = {v["name"]: v for v in pod["volumes"]}
     (mount,) = [m for m in judge["volumeMounts"] if token.startswith(m["mountPath"] + "/")]

@@ -10,12 +10,14 @@ client. Short steps and few requests keep it to seconds past the replicas' start
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import requests
 
@@ -146,8 +148,8 @@ def _kill_when_in_flight(r: rollout.Rollout, after_s: float, out: dict) -> None:
         time.sleep(0.005)
     out["in_flight"] = r.lb.in_flight(rollout.CANDIDATE)
     assert r.pods is not None
+    out["killed_at"] = time.time()  # before the SIGKILL: kill() returns once all are reaped
     r.pods[rollout.CANDIDATE].kill()
-    out["killed_at"] = time.time()
 
 
 def test_a_good_candidate_is_promoted_a_crashing_or_bad_one_rolled_back(
@@ -199,6 +201,65 @@ def test_a_good_candidate_is_promoted_a_crashing_or_bad_one_rolled_back(
     assert rolled["clients"]["requests"] > 0
     assert rolled["clients"]["answered_by"]["b"] == 0  # clients never got the bad answers
     assert rolled["promotion"]["done"] is False
+
+
+def _stall(r: rollout.Rollout, after_s: float, out: dict) -> None:
+    """SIGSTOP the candidate's model workers `after_s` into the step: TorchServe's frontend and
+    the pod proxy keep running, so its /ping still answers and every request it takes waits."""
+    time.sleep(after_s)
+    assert r.pods is not None
+    ts = psutil.Process(r.pods[rollout.CANDIDATE].procs["torchserve"].pid)
+    workers = [
+        w for w in ts.children(recursive=True) if "model_service_worker" in " ".join(w.cmdline())
+    ]
+    for w in workers:
+        w.send_signal(signal.SIGSTOP)
+    out["workers"], out["stalled_at"] = workers, time.time()
+
+
+def test_a_candidate_that_stalls_mid_canary_costs_no_client_request(
+    tabular_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidate's workers stall (SIGSTOP) one second into the 100 % step, under REST and
+    gRPC load: every request it then holds is retried after the try timeout (3 s) on the standby
+    (the stable replica), the rollout takes the candidate out at the first retry and rolls it
+    back, the reason naming the stall. No client request fails, and every one sent after the
+    stall is answered by the stable version."""
+    monkeypatch.delenv("MODEL_BUCKET", raising=False)
+    tabular = {"tabular": tabular_archive}
+    pods = rollout.replicas(tabular, tabular, tmp_path / "pods")
+    stalled: dict = {}
+    r: rollout.Rollout
+
+    def say(line: str) -> None:
+        print(line)
+        if line.startswith("rollout: canary"):
+            threading.Thread(target=_stall, args=(r, 1.0, stalled)).start()
+
+    (tmp_path / "stall").mkdir()
+    r = rollout.Rollout(
+        "tabular", tabular_archive, tabular_archive, tmp_path / "stall", steps=[100], step_s=8,
+        judge_requests=20, users=2, try_timeout_s=3, say=say, pods=pods,
+    )  # fmt: skip
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(Pod.start, pods.values()))
+        result = r.run()
+    finally:
+        for w in stalled.get("workers", []):
+            w.send_signal(signal.SIGCONT)
+        for pod in pods.values():
+            pod.kill()
+    assert stalled["workers"], "no model worker found to stall"
+    assert result["outcome"] == "rolled back", result
+    assert [s["step"] for s in result["steps"]] == ["shadow", "canary 100%"]
+    assert result["reason"].startswith("canary 100%: candidate_down: "), result["reason"]
+    assert "it stalls" in result["reason"], result["reason"]
+    assert result["steps"][-1]["door"]["candidate"]["wretr"] >= 1  # it did hold requests
+    assert result["clients"]["failed"] == 0, result["clients"]
+    late = [e for e in _clients(tmp_path / "stall") if e["start"] > stalled["stalled_at"]]
+    assert late and all(e["ok"] and e["replica"] in ("a", "standby") for e in late), late[:5]
+    assert result["promotion"]["done"] is False
 
 
 def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back(

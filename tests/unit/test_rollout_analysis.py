@@ -218,3 +218,21 @@ def test_oip_answers_read_back_into_the_rows_the_judge_compares() -> None:
     limits = rollout.thresholds("tabular").model_copy(update={"min_requests": 1})
     assert not analyse(limits, [stable], [flipped]).passed
     assert analyse(limits, [stable], [stable]).passed
+
+
+def test_an_oip_judge_refuses_bodies_it_cannot_send_as_tensors_before_sending_any(
+    tmp_path, capsys
+) -> None:
+    """The rollout-oip overlay's analysis Job runs the judge with --runtime oip: a model whose
+    held-out bodies are not records of named fields (sentiment's {"texts": [...]}) is refused
+    with a clear reason and exit 2, not a traceback from a worker thread; nothing is sent."""
+    bodies = tmp_path / "bodies.jsonl"
+    bodies.write_text('{"texts": ["good", "bad"]}\n' * 3)
+    server, url = _door("a")
+    try:
+        argv = ["judge", "sentiment", "--stable", url, "--candidate", url, "--bodies", str(bodies)]
+        assert rollout.main([*argv, "--runtime", "oip"]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert err.startswith("rollout: sentiment over the OIP: no tensor datatype holds"), err
