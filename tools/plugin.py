@@ -113,3 +113,31 @@ class Overload:
     """large(handler_settings) -> the largest valid request under them."""
     full_size_artifacts: Callable[[Path], Path]
     """full_size_artifacts(out) -> artifacts of the real architecture (what a batch costs)."""
+
+
+@dataclass(frozen=True)
+class Tools:
+    """A model's tool parts, `TOOLS` in tools/<name>/__init__.py: each a typed value of its own
+    module (none where the model has no such part) and its training package's `train`. Checked
+    when the package is imported."""
+
+    samples: Samples
+    train: Callable[..., dict]
+    """train(out, config="default", **opts) -> manifest: training/<name>/'s entry (parity-gated)."""
+    cli: Cli | None = None
+    bench: Bench | None = None
+    rehearsal: Rehearsal | None = None
+    overload: Overload | None = None
+
+    def __post_init__(self) -> None:
+        kinds = {"samples": Samples, "cli": Cli, "bench": Bench, "rehearsal": Rehearsal,
+                 "overload": Overload}  # fmt: skip
+        for name, kind in kinds.items():
+            value = getattr(self, name)
+            if not (isinstance(value, kind) or (value is None and name != "samples")):
+                raise TypeError(
+                    f"TOOLS.{name} must be a tools.plugin.{kind.__name__} (its {name}.py's "
+                    f"{name.upper()}), not {value!r}"
+                )
+        if not callable(self.train):
+            raise TypeError(f"TOOLS.train must be its training package's train, not {self.train!r}")

@@ -42,7 +42,7 @@ def bench_arguments(group) -> None:
 
 def binary_example() -> tuple[bytes, str, dict[str, str]]:
     """EXAMPLE's signal as a float32 body."""
-    from handlers.frequency.codec import request_float32
+    from handlers.kits.signal.codec import request_float32
 
     body, headers = request_float32(EXAMPLE["signal"])
     return body, headers["Content-Type"], {}
