@@ -116,28 +116,38 @@ class Overload:
 
 
 @dataclass(frozen=True)
-class Tools:
-    """A model's tool parts, `TOOLS` in tools/<name>/__init__.py: each a typed value of its own
-    module (none where the model has no such part) and its training package's `train`. Checked
-    when the package is imported."""
+class Parts:
+    """A model's tool parts but its samples: each a typed value of its own module (none where the
+    model has no such part) and its training package's entry. Checked when built."""
 
-    samples: Samples
     train: Callable[..., dict]
-    """train(out, config="default", **opts) -> manifest: training/<name>/'s entry (parity-gated)."""
+    """train(out, config="default", **opts) -> manifest: training/<name>/'s `train_model`."""
     cli: Cli | None = None
     bench: Bench | None = None
     rehearsal: Rehearsal | None = None
     overload: Overload | None = None
 
     def __post_init__(self) -> None:
-        kinds = {"samples": Samples, "cli": Cli, "bench": Bench, "rehearsal": Rehearsal,
-                 "overload": Overload}  # fmt: skip
+        kinds = {"cli": Cli, "bench": Bench, "rehearsal": Rehearsal, "overload": Overload}
         for name, kind in kinds.items():
             value = getattr(self, name)
-            if not (isinstance(value, kind) or (value is None and name != "samples")):
+            if not (value is None or isinstance(value, kind)):
                 raise TypeError(
-                    f"TOOLS.{name} must be a tools.plugin.{kind.__name__} (its {name}.py's "
+                    f"{name} must be a tools.plugin.{kind.__name__} (its {name}.py's "
                     f"{name.upper()}), not {value!r}"
                 )
         if not callable(self.train):
-            raise TypeError(f"TOOLS.train must be its training package's train, not {self.train!r}")
+            raise TypeError(f"train must be its training package's train_model, not {self.train!r}")
+
+
+@dataclass(frozen=True)
+class Tools:
+    """`TOOLS` in tools/<name>/__init__.py: its `SAMPLES` (light: the Makefile reads them) and
+    `parts`, whose static imports of its other parts and its training package run when asked."""
+
+    samples: Samples
+    parts: Callable[[], Parts]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.samples, Samples):
+            raise TypeError(f"TOOLS.samples must be a tools.plugin.Samples, not {self.samples!r}")

@@ -2,13 +2,13 @@
 its tool parts, `TOOLS` in tools/<name>/__init__.py (a typed `tools.plugin.Tools`), reached by a
 static import when asked for.
 
-`TOOLS.samples` (tools/<name>/samples.py, light: no torch) is a `Samples` (example bodies, load-test
-and bench payloads, train options, load weights, ...); the optional parts, each a typed value of
-its own module (tools/plugin.py): `cli` (cli.py: `python -m clients` options and requests),
-`rehearsal` (rehearsal.py: its traffic during `make rehearse`), `overload` (overload.py: its
-overload case), `bench` (bench.py: `python -m bench`'s bare-runtime feeds and timings); `train`,
-its training package's entry (training/<name>/). mypy checks both sides.
-docs/adding-a-model.md has each part in one line.
+`TOOLS.samples` (tools/<name>/samples.py, light: the Makefile reads its train options) is a
+`Samples` (example bodies, load-test and bench payloads, train options, load weights, ...);
+`TOOLS.parts()` imports the others, each a typed value of its own module (tools/plugin.py): `cli`
+(cli.py: `python -m clients` options and requests), `rehearsal` (rehearsal.py: its traffic during
+`make rehearse`), `overload` (overload.py: its overload case), `bench` (bench.py: `python -m
+bench`'s bare-runtime feeds and timings), and `train`, its training package's entry
+(training/<name>/). mypy checks both sides. docs/adding-a-model.md has each part in one line.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tools.plugin import Bench, Cli, Overload, Rehearsal, Samples, Tools
 @dataclass(frozen=True)
 class ToolSpec(serving.Entry):
     load_tools: Callable[[], Tools]
-    """Its `TOOLS`, by a static import of tools/<name>/ (imports its tool parts)."""
+    """Its `TOOLS`, by a static import of tools/<name>/ (its samples; the other parts when asked)."""
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -41,20 +41,20 @@ class ToolSpec(serving.Entry):
 
     def cli(self) -> Cli | None:
         """Its `python -m clients` options, or None where it has none."""
-        return self.tools().cli
+        return self.tools().parts().cli
 
     def bench(self) -> Bench | None:
         """Its bench parts (their calls import the runtime stack), or None where bench has no
         in-process parts of it."""
-        return self.tools().bench
+        return self.tools().parts().bench
 
     def rehearsal(self) -> Rehearsal | None:
         """Its traffic during `make rehearse`, or None: no traffic of its own."""
-        return self.tools().rehearsal
+        return self.tools().parts().rehearsal
 
     def overload(self) -> Overload | None:
         """Its overload case, or None: no overload case."""
-        return self.tools().overload
+        return self.tools().parts().overload
 
     def example(self) -> dict:
         return dict(self.samples().example)
@@ -65,7 +65,7 @@ class ToolSpec(serving.Entry):
 
     def train(self, out: str | Path, config: str = "default", **opts) -> dict:
         """Train and export into `out` (parity-gated); returns the manifest."""
-        return self.tools().train(Path(out), config, **opts)
+        return self.tools().parts().train(Path(out), config, **opts)
 
 
 def _sentiment() -> Tools:

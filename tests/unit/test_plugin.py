@@ -61,7 +61,7 @@ def test_every_model_declares_its_client_and_bench_parts_typed(spec):
 def test_rehearsal_and_overload_parts_are_typed_declarations():
     """The models that have them declare them typed; a module without its declaration is an
     error, not an absent hook."""
-    from tools.plugin import Overload, Rehearsal, Tools
+    from tools.plugin import Overload, Parts, Rehearsal
 
     declared = {m.name: (m.rehearsal(), m.overload()) for m in MODELS}
     assert isinstance(declared["frequency"][0], Rehearsal)
@@ -70,4 +70,4 @@ def test_rehearsal_and_overload_parts_are_typed_declarations():
     assert all(o is None or isinstance(o, Overload) for _, o in declared.values())
     bare = {"SMALL": {"text": "old style"}}  # an overload.py's names, without its declaration
     with pytest.raises(TypeError, match="OVERLOAD"):
-        Tools(Samples(), dict, overload=bare)  # type: ignore[arg-type]
+        Parts(dict, overload=bare)  # type: ignore[arg-type]

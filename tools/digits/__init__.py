@@ -1,9 +1,16 @@
 """The digits model's tool parts (tools/plugin.py), `TOOLS`; its serving code is handlers/digits/."""
 
-from tools.digits.bench import BENCH
-from tools.digits.cli import CLI
 from tools.digits.samples import SAMPLES
-from tools.plugin import Tools
-from training import digits
+from tools.plugin import Parts, Tools
 
-TOOLS = Tools(SAMPLES, digits.train_model, cli=CLI, bench=BENCH)
+
+def parts() -> Parts:
+    """Its parts but the samples (imports them, and its training package)."""
+    from tools.digits.bench import BENCH
+    from tools.digits.cli import CLI
+    from training import digits
+
+    return Parts(digits.train_model, cli=CLI, bench=BENCH)
+
+
+TOOLS = Tools(SAMPLES, parts)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from handlers.frequency.state import KEY_FILE_ENV
+from handlers.kits.signal.state import KEY_FILE_ENV
 from tools.plugin import Samples
 
 # "stream": damaged copies also reach the stream fields and the state the answer signs.

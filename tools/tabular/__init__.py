@@ -1,10 +1,17 @@
 """The tabular model's tool parts (tools/plugin.py), `TOOLS`; its serving code is
 handlers/tabular/."""
 
-from tools.plugin import Tools
-from tools.tabular.bench import BENCH
-from tools.tabular.cli import CLI
+from tools.plugin import Parts, Tools
 from tools.tabular.samples import SAMPLES
-from training import tabular
 
-TOOLS = Tools(SAMPLES, tabular.train_model, cli=CLI, bench=BENCH)
+
+def parts() -> Parts:
+    """Its parts but the samples (imports them, and its training package)."""
+    from tools.tabular.bench import BENCH
+    from tools.tabular.cli import CLI
+    from training import tabular
+
+    return Parts(tabular.train_model, cli=CLI, bench=BENCH)
+
+
+TOOLS = Tools(SAMPLES, parts)
