@@ -159,7 +159,7 @@ def in_process_service(model: str, artifacts: Path, runtime: str, overrides: dic
 
     _, handler = serving_shape(model, overrides)
     parts = bench_parts(model)
-    load = (parts.load if parts is not None else None) or registry.get(model).model_class().load
+    load = (parts.load if parts is not None else None) or registry.get(model).spec().model.load
     return ModelService(load(artifacts, handler | {"runtime": runtime}))
 
 

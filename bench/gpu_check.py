@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
         config = dict(ArchiveConfig.read(spec.model_config.parent).handler)
         config = config | {"runtime": "torchscript"}
-        load = spec.model_class().load
+        load = spec.spec().model.load
         art = args.artifacts / args.model
         cpu = ModelService(load(art, config, "cpu"))
         gpu = ModelService(load(art, config | {"fp16": fp16}, device))

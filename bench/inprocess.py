@@ -217,7 +217,7 @@ def handler_throughput(
 
     shape, handler = serving_shape(model, overrides)
     parts = bench_parts(model)
-    load = (parts.load if parts is not None else None) or registry.get(model).model_class().load
+    load = (parts.load if parts is not None else None) or registry.get(model).spec().model.load
     service = ModelService(load(artifacts, handler | {"runtime": runtime}))
     rows: list[tuple[bytes, dict]] = []
     for p in payloads:

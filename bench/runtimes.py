@@ -45,14 +45,14 @@ def _pad(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def prepare(args) -> int:
-    from handlers.sentiment.settings import SentimentExport
-    from handlers.sentiment.tokenize import TextEncoder
+    from handlers.kits.text.settings import TextExport
+    from handlers.kits.text.tokenize import TextEncoder
     from training.common.machine import cpu_summary, describe_cpu
     from training.common.manifest import read_manifest
     from training.sentiment.data import load_splits
 
     art = Path(args.artifacts)
-    export = SentimentExport.from_block(read_manifest(art)["handler"])
+    export = TextExport.from_block(read_manifest(art)["handler"])
     enc = TextEncoder(art / export.tokenizer, export.max_length, export.pad_token_id,
                       export.kept_head())  # fmt: skip
     splits = load_splits(0)

@@ -49,10 +49,10 @@ class Probe(Protocol):
 def binary_codec(model: str | None = None):
     """The codec of `model`, else of the registered model whose codec writes float32 bodies."""
     if model is not None:
-        return registry.get(model).codec()
-    (codec,) = [c for c in (m.codec() for m in registry.MODELS) if hasattr(c, "request_float32")][
-        :1
-    ]
+        return registry.get(model).spec().codec
+    (codec,) = [
+        c for c in (m.spec().codec for m in registry.MODELS) if hasattr(c, "request_float32")
+    ][:1]
     return codec
 
 

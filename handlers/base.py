@@ -13,8 +13,8 @@ switches the *whole batch* to describe or explain mode from request 0's headers.
   `StreamPredictions` reads that header without a null check and kills the worker without it. Over
   REST its mere presence turns the answer into a chunked stream, so REST rows never get it.
 
-A model's handler file (handlers/<name>_handler.py, which the archive names) only says which
-`Model` class it serves.
+A model's handler file (handlers/<name>_handler.py, which the archive names) only names its
+model's spec (`SPEC`, handlers/<name>/__init__.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from handlers.codec import Reply, media_type, request_content_type, request_head
 from handlers.errors import REQUEST_ID_HEADER, RequestError, mark_refused
 from handlers.runtime import device_from_properties
 from handlers.service import EXPLAIN_HEADER, ModelService, Request
+from handlers.spec import ModelSpec
 from handlers.telemetry import Telemetry, request_id
 
 log = logging.getLogger(__name__)
@@ -101,15 +102,14 @@ def is_grpc(headers: Mapping[str, Any]) -> bool:
 
 
 class ModelHandler:
-    model_class: ClassVar[Any]
-    """The `Model` this handler serves (handlers/<name>/model.py)."""
-    model: ClassVar[str] = "model"
-    """The default model name (TorchServe's registered name wins)."""
+    spec: ClassVar[ModelSpec]
+    """The model this handler serves: its `Model` class, and its name by default (TorchServe's
+    registered name wins)."""
 
     def initialize(self, context: Any) -> None:
         properties = context.system_properties
-        name = context.model_name or self.model
-        model = self.model_class.load(
+        name = context.model_name or self.spec.name
+        model = self.spec.model.load(
             Path(properties["model_dir"]),
             handler_config(context),
             device_from_properties(properties),

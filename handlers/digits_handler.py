@@ -1,10 +1,9 @@
-"""TorchServe entry point for the digits image classifier: the adapter (handlers/base.py) over its
-`Model` (handlers/digits/model.py)."""
+"""TorchServe entry point for the digits image classifier: the adapter (handlers/base.py) over its spec
+(handlers/digits/__init__.py)."""
 
 from handlers.base import ModelHandler
-from handlers.digits.model import DigitsModel
+from handlers.digits import SPEC
 
 
 class DigitsHandler(ModelHandler):
-    model = "digits"
-    model_class = DigitsModel
+    spec = SPEC

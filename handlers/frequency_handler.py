@@ -1,10 +1,9 @@
-"""TorchServe entry point for the frequency-extraction LSTM: the adapter (handlers/base.py) over
-its `Model` (handlers/frequency/model.py)."""
+"""TorchServe entry point for the frequency-extraction LSTM: the adapter (handlers/base.py) over its spec
+(handlers/frequency/__init__.py)."""
 
 from handlers.base import ModelHandler
-from handlers.frequency.model import FrequencyModel
+from handlers.frequency import SPEC
 
 
 class FrequencyHandler(ModelHandler):
-    model = "frequency"
-    model_class = FrequencyModel
+    spec = SPEC

@@ -1,11 +1,12 @@
-"""The registry of served models: one line per model, everything else found by convention.
+"""The registry of served models: one line per model, its spec reached by a static import.
 
 A model named `m` serves from these paths, and nothing else in handlers/ names it:
 
-    handlers/m_handler.py        the TorchServe handler (the .mar's entry point)
-    handlers/m/                  its serving modules: model-config.yaml, model.py (MODEL: its part of
-                                 the serving lifecycle, handlers/service.py), codec.py (the wire
-                                 contract, both directions), settings.py, ...
+    handlers/m_handler.py        the TorchServe handler (the .mar's entry point), over its SPEC
+    handlers/m/__init__.py       SPEC: its `ModelSpec` (handlers/spec.py), the real objects it is
+                                 made of: its model class (its part of the serving lifecycle,
+                                 handlers/service.py), settings class, kit, codec, tensor contract
+    handlers/m/                  its other serving modules: model-config.yaml, model.py, settings.py
     handlers/kits/<kit>/         the modality kits it is built on (`kits=`), shared with the other
                                  models of its modality
 
@@ -13,31 +14,37 @@ Its tool parts (samples, CLI, bench, rehearsal and overload traffic, views) live
 are found through tools/registry.py, which extends these specs; its training package is
 training/m/. docs/adding-a-model.md has each part in one line.
 
-This module imports nothing heavy and no model: the Makefile (`python -m handlers.registry
-names`), the pod's init container and a worker read it, and a worker's archive carries only its
-own model's folder, so a model's modules are imported only when asked for (`model_class`, `codec`).
-Adding a model is its folders plus one line in MODELS.
+This module imports nothing heavy and no model when it is imported: the Makefile (`python -m
+handlers.registry names`), the pod's init container and a worker read it, and a worker's archive
+carries only its own model's folder, so a model's package is imported only when its spec is asked
+for (`Entry.spec`, each line's loader one static import). Adding a model is its folders, its
+loader and one line in MODELS.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from handlers.spec import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class Entry:
     name: str
     """The served name: /predictions/<name>, <name>.mar, S3 and MLflow model name."""
-    kits: tuple[str, ...] = ()
+    kits: tuple[str, ...]
     """The modality kits its serving code is built on (handlers/kits/<kit>/): its archive carries
-    them, and the kit's shared tests run over it (tests/unit/test_image_kit.py)."""
+    them, and the kit's shared tests run over it (tests/unit/test_image_kit.py). Its spec's `kit`
+    is checked against it."""
+    load: Callable[[], ModelSpec]
+    """Its spec, by a static import of its package (imports the model's runtime stack)."""
 
     @property
     def handler(self) -> str:
@@ -60,20 +67,48 @@ class ModelSpec:
             return ()
         return ("handlers/kits/__init__.py", *(f"handlers/kits/{k}/" for k in self.kits))
 
-    def model_class(self) -> Any:
-        """The model's part of the serving lifecycle: `MODEL` in handlers/<name>/model.py (the
-        `Model` protocol of handlers/service.py). Imports the model's runtime stack."""
-        return importlib.import_module(f"handlers.{self.name}.model").MODEL
+    def spec(self) -> ModelSpec:
+        """Its SPEC (handlers/<name>/__init__.py), checked to be its own and on the kits this line
+        names; ModuleNotFoundError where its folder is absent (a worker's archive carries only
+        its own)."""
+        spec = self.load()
+        if spec.name != self.name or (spec.kit_name,) != self.kits:
+            raise TypeError(
+                f"handlers/{self.name}/__init__.py SPEC is {spec.name!r} on the kit "
+                f"{spec.kit_name!r}; its registry line is {self.name!r} on {self.kits}"
+            )
+        return spec
 
-    def codec(self) -> ModuleType:
-        return importlib.import_module(f"handlers.{self.name}.codec")
+
+def _sentiment() -> ModelSpec:
+    from handlers.sentiment import SPEC
+
+    return SPEC
 
 
-MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("sentiment", kits=("text",)),
-    ModelSpec("frequency", kits=("signal",)),
-    ModelSpec("digits", kits=("image",)),
-    ModelSpec("tabular", kits=("tabular",)),
+def _frequency() -> ModelSpec:
+    from handlers.frequency import SPEC
+
+    return SPEC
+
+
+def _digits() -> ModelSpec:
+    from handlers.digits import SPEC
+
+    return SPEC
+
+
+def _tabular() -> ModelSpec:
+    from handlers.tabular import SPEC
+
+    return SPEC
+
+
+MODELS: tuple[Entry, ...] = (
+    Entry("sentiment", ("text",), _sentiment),
+    Entry("frequency", ("signal",), _frequency),
+    Entry("digits", ("image",), _digits),
+    Entry("tabular", ("tabular",), _tabular),
 )
 
 
@@ -81,7 +116,7 @@ def names() -> list[str]:
     return [m.name for m in MODELS]
 
 
-def get(name: str) -> ModelSpec:
+def get(name: str) -> Entry:
     """The spec of a served name; a variant such as `<name>_onnx` maps to its family."""
     for spec in sorted(MODELS, key=lambda m: -len(m.name)):
         if name == spec.name or name.startswith(spec.name + "_"):

@@ -1,10 +1,9 @@
-"""TorchServe entry point for the sentiment model: the adapter (handlers/base.py) over its `Model`
-(handlers/sentiment/model.py)."""
+"""TorchServe entry point for the sentiment model: the adapter (handlers/base.py) over its spec
+(handlers/sentiment/__init__.py)."""
 
 from handlers.base import ModelHandler
-from handlers.sentiment.model import SentimentModel
+from handlers.sentiment import SPEC
 
 
 class SentimentHandler(ModelHandler):
-    model = "sentiment"
-    model_class = SentimentModel
+    spec = SPEC

@@ -78,8 +78,12 @@ class Model(Protocol):
 
     name: str
     """The served name (TorchServe's registered name), reported in every answer."""
-    settings: ServingSettings
-    """The one settings object, parsed and validated (handlers/<name>/settings.py)."""
+
+    @property
+    def settings(self) -> ServingSettings:
+        """The one settings object, parsed and validated (its spec's settings class)."""
+        ...
+
     reads_parts: ClassVar[bool]
     """The model reads named parts beside the body (`Request.parts`: form fields, gRPC inputs) as
     parameters: then only a part named "body" or "data" is the body (handlers/base.py), and a
@@ -144,11 +148,11 @@ def wants_explanation(request: Request) -> bool:
 
 
 def model_class(family: str) -> Any:
-    """The `Model` class of a registered model family (handlers/registry.py)."""
+    """The `Model` class of a registered model family (its spec, handlers/registry.py)."""
     from handlers import registry
 
     try:
-        return registry.get(family).model_class()
+        return registry.get(family).spec().model
     except KeyError as err:
         raise ArchiveError(
             f"no model named {family!r}; known: {', '.join(registry.names())}"

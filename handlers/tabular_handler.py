@@ -1,10 +1,9 @@
-"""TorchServe entry point for the tabular classifier: the adapter (handlers/base.py) over its
-`Model` (handlers/tabular/model.py)."""
+"""TorchServe entry point for the tabular classifier: the adapter (handlers/base.py) over its spec
+(handlers/tabular/__init__.py)."""
 
 from handlers.base import ModelHandler
-from handlers.tabular.model import TabularModel
+from handlers.tabular import SPEC
 
 
 class TabularHandler(ModelHandler):
-    model = "tabular"
-    model_class = TabularModel
+    spec = SPEC

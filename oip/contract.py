@@ -1,7 +1,7 @@
 """Tensors ↔ a model's own requests and answers, from the model's tensor contract.
 
-Each registered model declares its Open Inference Protocol tensors once, in handlers/<name>/oip.py
-(handlers/<family>/oip.py of a registered model):
+Each registered model declares its Open Inference Protocol tensors once: its spec's `contract`
+(handlers/spec.py; its kit's oip.py, or its own folder's):
 
     inputs(settings) -> tuple[Tensor, ...]     the input tensors it reads (metadata lists them)
     outputs(settings) -> tuple[Tensor, ...]    the output tensors its answers carry
@@ -16,10 +16,8 @@ model's settings (labels, frequencies, image sizes), so nothing about a model is
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -28,6 +26,7 @@ from handlers import registry
 from handlers.codec import Reply
 from handlers.errors import BadField, TooLarge
 from handlers.service import EXPLAIN_INPUT, Request
+from handlers.spec import TensorContract
 from handlers.tensors import Native, Output, Tensor
 from oip.edge import MAX_ELEMENTS
 
@@ -47,17 +46,11 @@ NUMPY = {
 
 
 class Contract:
-    """One loaded model's tensor contract (handlers/<family>/oip.py) with its settings."""
+    """One loaded model's tensor contract (its spec's `contract`) with its settings."""
 
     def __init__(self, family: str, settings: Any):
-        spec = registry.get(family)  # a registered model only
-        try:
-            module = importlib.import_module(f"handlers.{spec.name}.oip")
-        except ModuleNotFoundError as err:
-            raise LookupError(
-                f"{family} has no tensor contract (handlers/{family}/oip.py)"
-            ) from err
-        self.module: ModuleType = module
+        module = registry.get(family).spec().contract  # a registered model only
+        self.module: TensorContract = module
         self.settings = settings
         self.inputs: tuple[Tensor, ...] = tuple(module.inputs(settings))
         self.outputs: tuple[Tensor, ...] = tuple(module.outputs(settings))

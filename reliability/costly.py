@@ -24,7 +24,6 @@ import numpy as np
 import yaml
 
 from handlers.manifest import read_manifest
-from handlers.settings import ServingSettings
 from tools import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,14 +235,7 @@ def model_config(model: str) -> dict:
 
 def limits(model: str) -> dict:
     """Every serving knob of the model's archive, defaults included."""
-    module = registry.get(model).module("settings")
-    [settings] = {
-        v
-        for v in vars(module).values()
-        if isinstance(v, type)
-        and issubclass(v, ServingSettings)
-        and v.__module__ == module.__name__
-    }
+    settings = registry.get(model).spec().settings
     return settings.parse(model_config(model).get("handler") or {}, model).model_dump()
 
 

@@ -113,3 +113,41 @@ class Overload:
     """large(handler_settings) -> the largest valid request under them."""
     full_size_artifacts: Callable[[Path], Path]
     """full_size_artifacts(out) -> artifacts of the real architecture (what a batch costs)."""
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A model's tool parts but its samples: each a typed value of its own module (none where the
+    model has no such part) and its training package's entry. Checked when built."""
+
+    train: Callable[..., dict]
+    """train(out, config="default", **opts) -> manifest: training/<name>/'s `train_model`."""
+    cli: Cli | None = None
+    bench: Bench | None = None
+    rehearsal: Rehearsal | None = None
+    overload: Overload | None = None
+
+    def __post_init__(self) -> None:
+        kinds = {"cli": Cli, "bench": Bench, "rehearsal": Rehearsal, "overload": Overload}
+        for name, kind in kinds.items():
+            value = getattr(self, name)
+            if not (value is None or isinstance(value, kind)):
+                raise TypeError(
+                    f"{name} must be a tools.plugin.{kind.__name__} (its {name}.py's "
+                    f"{name.upper()}), not {value!r}"
+                )
+        if not callable(self.train):
+            raise TypeError(f"train must be its training package's train_model, not {self.train!r}")
+
+
+@dataclass(frozen=True)
+class Tools:
+    """`TOOLS` in tools/<name>/__init__.py: its `SAMPLES` (light: the Makefile reads them) and
+    `parts`, whose static imports of its other parts and its training package run when asked."""
+
+    samples: Samples
+    parts: Callable[[], Parts]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.samples, Samples):
+            raise TypeError(f"TOOLS.samples must be a tools.plugin.Samples, not {self.samples!r}")

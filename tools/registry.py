@@ -1,38 +1,31 @@
-"""The registry as the tools see it: each served model's spec (handlers/registry.py) plus its tool
-parts in tools/<name>/ and its training package in training/<name>/.
+"""The registry as the tools see it: each served model's registry line (handlers/registry.py) plus
+its tool parts, `TOOLS` in tools/<name>/__init__.py (a typed `tools.plugin.Tools`), reached by a
+static import when asked for.
 
-`tools/<name>/samples.py` is light (no torch) and declares `SAMPLES`, a typed `tools.plugin.Samples`
-(example bodies, load-test and bench payloads, train options, load weights, ...): `ToolSpec.samples()`
-returns it, and mypy checks both sides. Optional modules of its own, each declaring one typed value
-(tools/plugin.py) that `ToolSpec` returns: cli.py (`CLI`: `python -m clients` options and
-requests), rehearsal.py (`REHEARSAL`: its traffic during `make rehearse`), overload.py
-(`OVERLOAD`: its overload case), bench.py (`BENCH`: `python -m bench`'s bare-runtime feeds and
-timings). docs/adding-a-model.md has each part in one line.
+`TOOLS.samples` (tools/<name>/samples.py, light: the Makefile reads its train options) is a
+`Samples` (example bodies, load-test and bench payloads, train options, load weights, ...);
+`TOOLS.parts()` imports the others, each a typed value of its own module (tools/plugin.py): `cli`
+(cli.py: `python -m clients` options and requests), `rehearsal` (rehearsal.py: its traffic during
+`make rehearse`), `overload` (overload.py: its overload case), `bench` (bench.py: `python -m
+bench`'s bare-runtime feeds and timings), and `train`, its training package's entry
+(training/<name>/). mypy checks both sides. docs/adding-a-model.md has each part in one line.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import TypeVar
 
 from handlers import registry as serving
-from tools.plugin import Bench, Cli, Overload, Rehearsal, Samples
-
-T = TypeVar("T")
-
-TOOL_PARTS = ("samples", "cli", "client", "bench", "rehearsal", "overload", "explain_view")
-"""The modules of tools/<name>/; any other part is a serving module of handlers/<name>/."""
+from tools.plugin import Bench, Cli, Overload, Rehearsal, Samples, Tools
 
 
 @dataclass(frozen=True)
-class ToolSpec(serving.ModelSpec):
-    @property
-    def training_package(self) -> str:
-        return f"training.{self.name}"
+class ToolSpec(serving.Entry):
+    load_tools: Callable[[], Tools]
+    """Its `TOOLS`, by a static import of tools/<name>/ (its samples; the other parts when asked)."""
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -40,45 +33,28 @@ class ToolSpec(serving.ModelSpec):
         n = self.name
         return (*super().folders, f"tools/{n}/", f"training/{n}/")
 
-    def module(self, part: str) -> ModuleType | None:
-        """tools/<name>/<part>.py (a tool part) or handlers/<name>/<part>.py (a serving module), or
-        None where the model has no such module."""
-        package = "tools" if part in TOOL_PARTS else "handlers"
-        name = f"{package}.{self.name}.{part}"
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-            return None
+    def tools(self) -> Tools:
+        return self.load_tools()
 
     def samples(self) -> Samples:
-        """The model's `SAMPLES` (tools/<name>/samples.py), or no hooks where it has none."""
-        module = self.module("samples")
-        if module is None:
-            return Samples()
-        return _declared(module, "SAMPLES", Samples)
+        return self.tools().samples
 
     def cli(self) -> Cli | None:
-        """The model's `CLI` (tools/<name>/cli.py), or None where it has no client options."""
-        module = self.module("cli")
-        return None if module is None else _declared(module, "CLI", Cli)
+        """Its `python -m clients` options, or None where it has none."""
+        return self.tools().parts().cli
 
     def bench(self) -> Bench | None:
-        """The model's `BENCH` (tools/<name>/bench.py; imports the runtime stack), or None where
-        bench has no in-process parts of it."""
-        module = self.module("bench")
-        return None if module is None else _declared(module, "BENCH", Bench)
+        """Its bench parts (their calls import the runtime stack), or None where bench has no
+        in-process parts of it."""
+        return self.tools().parts().bench
 
     def rehearsal(self) -> Rehearsal | None:
-        """The model's `REHEARSAL` (tools/<name>/rehearsal.py), or None: no traffic of its own."""
-        module = self.module("rehearsal")
-        return None if module is None else _declared(module, "REHEARSAL", Rehearsal)
+        """Its traffic during `make rehearse`, or None: no traffic of its own."""
+        return self.tools().parts().rehearsal
 
     def overload(self) -> Overload | None:
-        """The model's `OVERLOAD` (tools/<name>/overload.py), or None: no overload case."""
-        module = self.module("overload")
-        return None if module is None else _declared(module, "OVERLOAD", Overload)
+        """Its overload case, or None: no overload case."""
+        return self.tools().parts().overload
 
     def example(self) -> dict:
         return dict(self.samples().example)
@@ -89,18 +65,42 @@ class ToolSpec(serving.ModelSpec):
 
     def train(self, out: str | Path, config: str = "default", **opts) -> dict:
         """Train and export into `out` (parity-gated); returns the manifest."""
-        package = importlib.import_module(self.training_package)
-        return package.train(Path(out), config, **opts)
+        return self.tools().parts().train(Path(out), config, **opts)
 
 
-def _declared(module: ModuleType, name: str, kind: type[T]) -> T:
-    value = getattr(module, name, None)
-    if not isinstance(value, kind):
-        raise TypeError(f"{module.__name__}.{name} is not a tools.plugin.{kind.__name__}")
-    return value
+def _sentiment() -> Tools:
+    from tools.sentiment import TOOLS
+
+    return TOOLS
 
 
-MODELS: tuple[ToolSpec, ...] = tuple(ToolSpec(m.name, m.kits) for m in serving.MODELS)
+def _frequency() -> Tools:
+    from tools.frequency import TOOLS
+
+    return TOOLS
+
+
+def _digits() -> Tools:
+    from tools.digits import TOOLS
+
+    return TOOLS
+
+
+def _tabular() -> Tools:
+    from tools.tabular import TOOLS
+
+    return TOOLS
+
+
+TOOLS: dict[str, Callable[[], Tools]] = {
+    "sentiment": _sentiment,
+    "frequency": _frequency,
+    "digits": _digits,
+    "tabular": _tabular,
+}
+MODELS: tuple[ToolSpec, ...] = tuple(
+    ToolSpec(m.name, m.kits, m.load, TOOLS[m.name]) for m in serving.MODELS
+)
 names = serving.names
 
 

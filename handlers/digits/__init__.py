@@ -1,1 +1,12 @@
-"""The digits image classifier's serving code: settings, pixels, codec, predictor."""
+"""The digits image classifier's serving code: the image kit (handlers/kits/image/) under its
+name. `SPEC` is its one hook (handlers/spec.py)."""
+
+from handlers.digits.model import DigitsModel
+from handlers.digits.settings import DigitsSettings
+from handlers.kits import image
+from handlers.kits.image import decode, oip
+from handlers.spec import ModelSpec
+
+SPEC = ModelSpec(
+    "digits", model=DigitsModel, settings=DigitsSettings, kit=image, codec=decode, contract=oip
+)

@@ -9,7 +9,3 @@ from handlers.kits.image.model import ImageModel
 
 class DigitsModel(ImageModel):
     predictor_class = DigitsPredictor
-
-
-MODEL = DigitsModel
-"""This model's entry in the registry (handlers/registry.py)."""

@@ -4,9 +4,7 @@ digits name and settings."""
 from __future__ import annotations
 
 from handlers.digits.settings import DigitsSettings, parse_settings
-from handlers.kits.image.classifier import ImagePredictor, softmax
-
-__all__ = ["DigitsPredictor", "softmax"]
+from handlers.kits.image.classifier import ImagePredictor
 
 
 class DigitsPredictor(ImagePredictor):

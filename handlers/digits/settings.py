@@ -1,19 +1,13 @@
 """The digits model's settings: the image kit's (handlers/kits/image/settings.py), none of its
-own; the export block is the kit's too (`DigitsExport`, which training writes)."""
+own; the export block is the kit's too (`ImageExport`, which training writes)."""
 
 from __future__ import annotations
 
-from handlers.kits.image.settings import ImageExport, ImageSettings
-
-DigitsExport = ImageExport
+from handlers.kits.image.settings import ImageSettings
 
 
 class DigitsSettings(ImageSettings):
     """The model-config's `handler:` block (handlers/digits/model-config.yaml): the kit's knobs."""
-
-
-DigitsServing = DigitsSettings
-"""The same class, by the name training reads the serving defaults under."""
 
 
 def parse_settings(manifest: dict, config: dict | None) -> DigitsSettings:

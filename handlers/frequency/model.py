@@ -10,7 +10,3 @@ from handlers.kits.signal.model import SignalModel
 
 class FrequencyModel(SignalModel):
     predictor_class = FrequencyPredictor
-
-
-MODEL = FrequencyModel
-"""This model's entry in the registry (handlers/registry.py)."""

@@ -17,9 +17,7 @@ from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.ood import residual
 from handlers.frequency.settings import FrequencySettings, parse_settings
 from handlers.frequency.state import StateCodec, StreamState, load_key
-from handlers.kits.signal.predict import Extraction, Judgement, SignalPredictor
-
-__all__ = ["Extraction", "FrequencyPredictor", "Judgement"]
+from handlers.kits.signal.predict import Judgement, SignalPredictor
 
 
 class FrequencyPredictor(SignalPredictor[FrequencySettings]):

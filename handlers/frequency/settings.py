@@ -22,8 +22,6 @@ from handlers.kits.signal.settings import (
 )
 from handlers.manifest import handler_block, positive_int, reject_unknown_export, require, text
 
-__all__ = ["ExportGraph", "FrequencyExport", "FrequencySettings", "GraphSpec", "parse_settings"]
-
 
 @dataclass(frozen=True)
 class BandScale:

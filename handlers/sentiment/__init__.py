@@ -1,1 +1,13 @@
-"""The sentiment classifier's serving code: the text kit (handlers/kits/text/) under its name."""
+"""The sentiment classifier's serving code: the text kit (handlers/kits/text/) under its name.
+`SPEC` is its one hook (handlers/spec.py)."""
+
+from handlers.kits import text
+from handlers.kits.text import codec, oip
+from handlers.sentiment.model import SentimentModel
+from handlers.sentiment.settings import SentimentSettings
+from handlers.spec import ModelSpec
+
+SPEC = ModelSpec(
+    "sentiment", model=SentimentModel, settings=SentimentSettings, kit=text, codec=codec,
+    contract=oip,
+)  # fmt: skip

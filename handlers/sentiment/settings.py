@@ -1,15 +1,11 @@
 """The sentiment model's settings: the text kit's (handlers/kits/text/settings.py) and the runtimes
-its export offers; the export block is the kit's (`SentimentExport`, which training writes)."""
+its export offers; the export block is the kit's (`TextExport`, which training writes)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from handlers.kits.text.settings import HEAD_TAIL, TextExport, TextSettings
-
-__all__ = ["HEAD_TAIL", "SentimentExport", "SentimentSettings", "parse_settings"]
-
-SentimentExport = TextExport
+from handlers.kits.text.settings import TextSettings
 
 
 class SentimentSettings(TextSettings):

@@ -11,7 +11,3 @@ from handlers.tabular.settings import parse_settings
 class TabularModel(kit.TabularModel):
     model = "tabular"
     parse_settings = staticmethod(parse_settings)
-
-
-MODEL = TabularModel
-"""This model's entry in the registry (handlers/registry.py)."""

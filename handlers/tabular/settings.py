@@ -1,11 +1,10 @@
 """The tabular model's settings: the tabular kit's (handlers/kits/tabular/settings.py), none of its
-own; the export block is the kit's too (`TabularExport`, which training writes)."""
+own; the export block is the kit's too (handlers/kits/tabular/settings.TabularExport, which
+training writes)."""
 
 from __future__ import annotations
 
 from handlers.kits.tabular import settings as kit
-
-TabularExport = kit.TabularExport
 
 
 class TabularSettings(kit.TabularSettings):

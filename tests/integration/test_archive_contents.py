@@ -75,7 +75,7 @@ service = ModelService.from_dir({str(tmp_path)!r})
 print(type(service.model).__name__)
 for other in set(registry.names()) - {{{model!r}}}:
     try:
-        registry.get(other).model_class()
+        registry.get(other).spec()
     except ModuleNotFoundError:
         print("absent", other)
 """
@@ -85,7 +85,7 @@ for other in set(registry.names()) - {{{model!r}}}:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")
     assert lines[0].split() == names()
-    assert lines[1] == get(model).model_class().__name__
+    assert lines[1] == get(model).spec().model.__name__
     assert sorted(x.split()[1] for x in lines[2:] if x) == sorted(set(names()) - {model})
 
 

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from handlers.frequency.codec import STATE_HEADER, SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import parse_settings
+from handlers.kits.signal.codec import STATE_HEADER, SignalRequest
 from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal

@@ -20,7 +20,7 @@ import yaml
 
 from handlers import telemetry
 from handlers.frequency.settings import FrequencySettings, parse_settings
-from handlers.frequency.windowing import num_windows
+from handlers.kits.signal.windowing import num_windows
 
 pytestmark = pytest.mark.integration
 

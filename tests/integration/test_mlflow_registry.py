@@ -144,9 +144,9 @@ def test_sentiment_pyfunc_answers_as_the_handler_predictor(server, trained):
 
 
 def test_frequency_pyfunc_answers_as_the_handler_engine(server, trained):
-    from handlers.frequency.codec import SignalRequest
     from handlers.frequency.engine import FrequencyEngine
     from handlers.frequency.settings import parse_settings
+    from handlers.kits.signal.codec import SignalRequest
 
     out, manifests = trained
     version = manifests["frequency"]["mlflow"]["version"]

@@ -39,7 +39,7 @@ ROUNDS = 2
 def worst_requests(served, model: str) -> list[costly.Costly]:
     explain_cost = None
     if model == "sentiment":
-        from handlers.sentiment.inputs import TextRequest
+        from handlers.kits.text.inputs import TextRequest
         from handlers.sentiment.model import SentimentModel
 
         sentiment = SentimentModel(served.sentiment_predictor)

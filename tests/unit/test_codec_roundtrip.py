@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from handlers import codec as shared_codec
-from handlers.frequency import codec as fcodec
-from handlers.sentiment import codec as scodec
-from handlers.sentiment.codec import Classification
+from handlers.kits.signal import codec as fcodec
+from handlers.kits.text import codec as scodec
+from handlers.kits.text.codec import Classification
 from handlers.sentiment.model import SentimentModel
 from handlers.service import Request
 from tools.registry import MODELS, get, names

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from handlers.errors import ArchiveError
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import FrequencyPredictor
+from handlers.kits.signal.codec import SignalRequest
 from handlers.runtime import CoreSlots, SharedCores, TorchScriptRuntime
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal

@@ -15,12 +15,13 @@ import pytest
 from PIL import Image
 
 from handlers.base import request_from_row
-from handlers.digits.settings import DigitsExport, parse_settings
+from handlers.digits.settings import parse_settings
 from handlers.errors import ArchiveError, RequestError
 from handlers.kits.image.decode import decode_request
 from handlers.kits.image.reading import graph_batch, graph_input, resize
+from handlers.kits.image.settings import ImageExport
 
-EXPORT = DigitsExport(
+EXPORT = ImageExport(
     input_name="image", output_name="logits", input_shape=(1, 8, 8), layout="NCHW",
     classes=tuple("0123456789"), pixel_max=16.0, native_size=(8, 8), mean=(0.3,), std=(0.4,),
 )  # fmt: skip
@@ -229,7 +230,7 @@ def test_graph_input_follows_the_manifest_shape_layout_and_normalisation():
     x = graph_input(grey, EXPORT)
     assert x.shape == (1, 8, 8)
     np.testing.assert_allclose(x, (0.7 - 0.3) / 0.4, rtol=1e-6)
-    rgb = DigitsExport(**(EXPORT.__dict__ | {"input_shape": (3, 16, 16), "layout": "NHWC",
+    rgb = ImageExport(**(EXPORT.__dict__ | {"input_shape": (3, 16, 16), "layout": "NHWC",
                                             "mean": (0, 0, 0), "std": (1, 1, 1)}))  # fmt: skip
     batch = graph_batch([grey, grey], rgb)
     assert batch.shape == (2, 16, 16, 3)

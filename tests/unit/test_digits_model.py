@@ -20,12 +20,12 @@ import training.digits.__main__ as digits_main
 from handlers import budget
 from handlers.digits.model import DigitsModel
 from handlers.digits.predict import DigitsPredictor
-from handlers.digits.settings import DigitsExport
 from handlers.digits_handler import DigitsHandler
 from handlers.errors import ArchiveError
 from handlers.kits.image.classifier import ImageAnswer as DigitsAnswer
 from handlers.kits.image.decode import ImageRequest
 from handlers.kits.image.reading import model_batch
+from handlers.kits.image.settings import ImageExport
 from handlers.manifest import read_manifest
 from handlers.runtime import load_runtime
 from tests.unit.test_digits_codec import png_claiming
@@ -90,7 +90,7 @@ def test_training_writes_a_checked_export_with_its_handler_block(artifacts):
     manifest = read_manifest(artifacts)
     assert manifest["model"] == "digits"
     assert set(manifest["files"]) == {"model.pt", "model.onnx", "head.npz"}
-    export = DigitsExport.from_block(manifest["handler"])
+    export = ImageExport.from_block(manifest["handler"])
     assert export.to_block() == manifest["handler"]  # one definition both ways
     assert export.input_shape == {"cnn": (1, 8, 8), "resnet": (3, 16, 16)}[export.arch]
     assert export.temperature > 0 and export.classes == tuple("0123456789")

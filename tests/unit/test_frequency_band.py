@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from handlers.errors import ArchiveError
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import FrequencyPredictor
 from handlers.frequency.settings import BandScale, FrequencyExport
+from handlers.kits.signal.codec import SignalRequest
 from handlers.manifest import read_manifest
 from training.common.floors import QualityError
 from training.frequency.config import CONFIGS

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.predict import FrequencyPredictor
+from handlers.kits.signal.codec import SignalRequest
 from tests.support.changing_signals import CONDITIONS, FREQUENCIES, RATE, draw
 from tests.support.full_size import trained_manifest
 from training.common.floors import wilson

@@ -13,9 +13,9 @@ from handlers.errors import (
     TooLarge,
     UnsupportedMediaType,
 )
-from handlers.frequency import codec as fcodec
 from handlers.frequency.model import FrequencyModel
 from handlers.frequency.settings import parse_settings
+from handlers.kits.signal import codec as fcodec
 
 EXPORT = {
     "window": 50, "block": 10, "sample_rate": 1000, "frequencies": [1.0, 3.0, 5.0, 7.0], "hidden": 8, "layers": 1,

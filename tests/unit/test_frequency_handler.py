@@ -12,10 +12,11 @@ from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
 from handlers.base import BATCH_SIZE_HEADER
-from handlers.frequency.codec import STATE_HEADER, SignalRequest
-from handlers.frequency.predict import Extraction, FrequencyPredictor
+from handlers.frequency.predict import FrequencyPredictor
 from handlers.frequency.state import KEY_FILE_ENV
 from handlers.frequency_handler import FrequencyHandler
+from handlers.kits.signal.codec import STATE_HEADER, SignalRequest
+from handlers.kits.signal.predict import Extraction
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 

@@ -97,7 +97,7 @@ def test_too_short_or_silent_is_not_judged(threshold):
 
 
 def test_float32_answer_headers_decode_to_the_json_fields():
-    from handlers.frequency import codec
+    from handlers.kits.signal import codec
 
     sig = np.zeros((1, 3), np.float32)
     for flag, res in ((True, 0.987654321), (False, 0.0123), (None, None)):
@@ -112,7 +112,7 @@ def test_float32_answer_headers_decode_to_the_json_fields():
 def test_the_judgement_figures_reach_every_answer_form():
     """JSON, the float32 headers and the OIP outputs carry the same figures (None: absent)."""
     from handlers.codec import Reply
-    from handlers.frequency import codec, oip
+    from handlers.kits.signal import codec, oip
 
     sig = np.zeros((1, 3), np.float32)
     figures = (True, 0.25, 0.125, 0.0625)  # flag, residual, nonstationarity, offset

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from handlers.errors import ArchiveError, BadState, StaleState
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import parse_settings
 from handlers.frequency.state import (
@@ -19,6 +18,7 @@ from handlers.frequency.state import (
     load_key,
     local_key_dir,
 )
+from handlers.kits.signal.codec import SignalRequest
 from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal

@@ -159,9 +159,9 @@ def test_attention_variant_keeps_the_plain_lstm_for_the_stateful_mode(attention_
 
 
 def test_attention_export_is_served_by_the_unchanged_engine(attention_artifacts):
-    from handlers.frequency.codec import SignalRequest
     from handlers.frequency.engine import FrequencyEngine
     from handlers.frequency.settings import parse_settings
+    from handlers.kits.signal.codec import SignalRequest
 
     out, manifest = attention_artifacts
     cfg = ATTENTION

@@ -1,5 +1,5 @@
 """The manifest's `handler` block is one contract per model: training writes it from an export
-dataclass (`SentimentExport`, `FrequencyExport`) and serving reads it back through the same class.
+dataclass (`TextExport`, `FrequencyExport`) and serving reads it back through the same class.
 Built from training's own functions, without training."""
 
 import json
@@ -11,8 +11,8 @@ from handlers.errors import ArchiveError
 from handlers.frequency.predict import FrequencyPredictor
 from handlers.frequency.settings import FrequencyExport
 from handlers.frequency.settings import parse_settings as parse_frequency
+from handlers.kits.text.settings import TextExport
 from handlers.sentiment.predict import SentimentPredictor
-from handlers.sentiment.settings import SentimentExport
 from handlers.sentiment.settings import parse_settings as parse_sentiment
 from training.frequency.__main__ import handler_settings as frequency_export
 from training.frequency.config import CONFIGS
@@ -38,7 +38,7 @@ def _frequency_block() -> dict:
 def test_sentiment_block_from_training_is_what_serving_parses():
     export = sentiment_export(TINY, temperature=1.7, pad_token_id=3, feature_dim=384)
     manifest = _written(export.to_block())
-    assert SentimentExport.from_block(manifest["handler"]) == export
+    assert TextExport.from_block(manifest["handler"]) == export
     s = parse_sentiment(manifest, {})
     assert (s.input_names, s.output_names) == (export.input_names, export.output_names)
     assert s.labels == ("negative", "positive") and s.temperature == 1.7
@@ -65,7 +65,7 @@ def test_frequency_block_from_training_is_what_serving_parses():
 
 def test_the_block_keys_are_the_export_fields_and_nothing_else():
     """Every key training writes has a field that serving reads (no written-but-ignored keys)."""
-    assert set(_sentiment_block()) == {f.name for f in fields(SentimentExport)}
+    assert set(_sentiment_block()) == {f.name for f in fields(TextExport)}
     assert set(_frequency_block()) == {f.name for f in fields(FrequencyExport)}
 
 

@@ -61,17 +61,13 @@ def test_every_model_declares_its_client_and_bench_parts_typed(spec):
 def test_rehearsal_and_overload_parts_are_typed_declarations():
     """The models that have them declare them typed; a module without its declaration is an
     error, not an absent hook."""
-    import types
-
-    from tools.plugin import Overload, Rehearsal
-    from tools.registry import _declared
+    from tools.plugin import Overload, Parts, Rehearsal
 
     declared = {m.name: (m.rehearsal(), m.overload()) for m in MODELS}
     assert isinstance(declared["frequency"][0], Rehearsal)
     assert isinstance(declared["sentiment"][1], Overload)
     assert all(r is None or isinstance(r, Rehearsal) for r, _ in declared.values())
     assert all(o is None or isinstance(o, Overload) for _, o in declared.values())
-    bare = types.ModuleType("tools.x.overload")
-    bare.SMALL = {"text": "old style"}  # type: ignore[attr-defined]
+    bare = {"SMALL": {"text": "old style"}}  # an overload.py's names, without its declaration
     with pytest.raises(TypeError, match="OVERLOAD"):
-        _declared(bare, "OVERLOAD", Overload)
+        Parts(dict, overload=bare)  # type: ignore[arg-type]

@@ -8,8 +8,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from handlers.kits.text.settings import TextExport
 from handlers.manifest import read_manifest, sha256_file
-from handlers.sentiment.settings import SentimentExport
 from handlers.uncertainty import MLPHead
 from training.sentiment.encoding import truncate_ids
 
@@ -57,9 +57,9 @@ def test_handler_block_describes_the_export(manifest):
 
 
 def test_handler_block_is_exactly_the_export_serving_reads(manifest):
-    """Training wrote the block through SentimentExport: parsing it back loses and adds nothing."""
+    """Training wrote the block through TextExport: parsing it back loses and adds nothing."""
     h = manifest["handler"]
-    export = SentimentExport.from_block(h)
+    export = TextExport.from_block(h)
     assert export.to_block() == h
     assert export.feature_dim == 384 and export.tokenizer == "tokenizer/tokenizer.json"
 

@@ -5,7 +5,7 @@ model where masking a word is exactly deleting it, each attribution is that dele
 import numpy as np
 import pytest
 
-from handlers.sentiment.explain import SentimentExplainer, word_spans
+from handlers.kits.text.explain import TextExplainer, word_spans
 from handlers.sentiment.predict import SentimentPredictor
 
 TEXT = "An unbelievably dull, overlong film -- but the cast? Wonderful!"
@@ -18,7 +18,7 @@ def predictor(sentiment_artifacts):
 
 @pytest.mark.parametrize("method", ["ablation", "shapley"])
 def test_words_are_the_texts_words_with_their_offsets(predictor, method):
-    ex = SentimentExplainer(predictor, method=method).explain(TEXT)
+    ex = TextExplainer(predictor, method=method).explain(TEXT)
     assert [w.text for w in ex.words] == [
         "An", "unbelievably", "dull", "overlong", "film", "but", "the", "cast", "Wonderful",
     ]  # fmt: skip
@@ -32,14 +32,14 @@ def test_words_are_the_texts_words_with_their_offsets(predictor, method):
 def test_a_word_of_many_pieces_gets_one_attribution(predictor):
     pieces = predictor.encoder.tokenizer.encode("unbelievably", add_special_tokens=False).ids
     assert len(pieces) > 1  # the tokenizer splits it: the explanation must sum them into one word
-    ex = SentimentExplainer(predictor).explain(TEXT)
+    ex = TextExplainer(predictor).explain(TEXT)
     assert sum(w.text == "unbelievably" for w in ex.words) == 1
 
 
 def test_signs_point_toward_the_target(predictor):
     labels = predictor.settings.labels
-    a = SentimentExplainer(predictor).explain(TEXT, target=labels[0])
-    b = SentimentExplainer(predictor).explain(TEXT, target=labels[1])
+    a = TextExplainer(predictor).explain(TEXT, target=labels[0])
+    b = TextExplainer(predictor).explain(TEXT, target=labels[1])
     # Two labels: the log-odds of one are minus the other's, so every word flips sign exactly.
     np.testing.assert_allclose(
         [w.attribution for w in a.words], [-w.attribution for w in b.words], atol=1e-9
@@ -50,7 +50,7 @@ def test_signs_point_toward_the_target(predictor):
 def test_words_cut_by_truncation_get_nothing(predictor):
     budget = predictor.encoder.budget
     text = " ".join(["film"] * (budget + 40))
-    ex = SentimentExplainer(predictor).explain(text)
+    ex = TextExplainer(predictor).explain(text)
     assert ex.truncated and len(ex.words) == budget + 40
     head = predictor.encoder.head_tokens
     middle = ex.words[head + 5 : head + 30]  # dropped by head+tail truncation
@@ -61,7 +61,7 @@ def test_ablation_is_the_effect_of_deleting_the_word(toy_predictor):
     # The toy model averages word embeddings with no positions: masking a word out of attention
     # is exactly deleting it from the text, so each attribution must equal that deletion's drop.
     text = "good movie but boring plot"
-    ex = SentimentExplainer(toy_predictor, score="probability").explain(text)
+    ex = TextExplainer(toy_predictor, score="probability").explain(text)
     idx = list(toy_predictor.settings.labels).index(ex.target)
     for w in ex.words:
         rest = (text[: w.start] + text[w.end :]).strip()
@@ -92,19 +92,19 @@ def test_word_spans_split_on_whitespace_and_punctuation():
 
 
 def test_hierarchical_takes_at_most_its_passes_whatever_the_length(predictor):
-    explainer = SentimentExplainer(predictor, passes=12)
+    explainer = TextExplainer(predictor, passes=12)
     text = " ".join(["a dull film but a wonderful cast"] * 60)  # 420 words, past the window
     assert explainer.cost(text) == 12
     ex = explainer.explain(text)
     assert ex.method == "hierarchical" and ex.evaluations <= 12
     assert ex.truncated and any(w.attribution != 0 for w in ex.words)
     # Leave-one-word-out would have priced and run a pass per word.
-    assert SentimentExplainer(predictor, "ablation").cost(text) == 421
+    assert TextExplainer(predictor, "ablation").cost(text) == 421
 
 
 def test_hierarchical_is_leave_one_word_out_on_a_short_text(predictor):
-    a = SentimentExplainer(predictor).explain(TEXT)
-    b = SentimentExplainer(predictor, "ablation").explain(TEXT)
+    a = TextExplainer(predictor).explain(TEXT)
+    b = TextExplainer(predictor, "ablation").explain(TEXT)
     assert [w.attribution for w in a.words] == [w.attribution for w in b.words]
     assert a.evaluations == len(a.words) + 1
 
@@ -114,7 +114,7 @@ def test_hierarchical_refines_the_groups_that_matter_and_shares_the_rest(toy_pre
     # for the words of the group that moved the score most. On the toy model masking is
     # deleting, so each number is a deletion's effect.
     text = "bad awful boring plot good great fine film dull bad"
-    explainer = SentimentExplainer(toy_predictor, score="probability", passes=8)
+    explainer = TextExplainer(toy_predictor, score="probability", passes=8)
     ex = explainer.explain(text)
     assert ex.evaluations <= 8 and not ex.truncated
     idx = list(toy_predictor.settings.labels).index(ex.target)

@@ -18,9 +18,9 @@ from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
 from handlers.base import BATCH_SIZE_HEADER
 from handlers.errors import ArchiveError
+from handlers.kits.text.tokenize import TextEncoder, truncate_ids
 from handlers.sentiment.predict import SentimentPredictor
 from handlers.sentiment.settings import parse_settings
-from handlers.sentiment.tokenize import TextEncoder, truncate_ids
 from handlers.sentiment_handler import SentimentHandler
 from handlers.uncertainty import MLPHead
 from tests.support.predictions import assert_same_prediction

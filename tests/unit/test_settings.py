@@ -75,11 +75,11 @@ def test_the_knobs_every_model_has_are_declared_once_in_the_base(settings):
 
 
 def manifests() -> dict[str, dict]:
-    from handlers.sentiment.settings import SentimentExport
+    from handlers.kits.text.settings import TextExport
     from tests.unit.test_digits_codec import MANIFEST as DIGITS
     from tests.unit.test_frequency_codec import EXPORT as FREQUENCY
 
-    sentiment = SentimentExport(("ids", "mask"), ("logits", "features"), ("neg", "pos"), 16)
+    sentiment = TextExport(("ids", "mask"), ("logits", "features"), ("neg", "pos"), 16)
     return {
         "sentiment": {"handler": sentiment.to_block(), "version": "v1"},
         "frequency": {"handler": FREQUENCY, "version": "v1"},

@@ -7,7 +7,6 @@ served, its stream states signed with a test key."""
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 import shutil
 from pathlib import Path
@@ -242,7 +241,7 @@ def test_explanations_are_priced_in_sample_passes_before_anything_runs(model, ke
 
 def test_the_tensor_contract_maps_fp32_signals_and_binary_tensors(model, service):
     name, _ = model
-    oip = importlib.import_module(f"handlers.{name}.oip")
+    oip = registry.get(name).spec().contract
     s = service.settings
     assert [t.datatype for t in oip.inputs(s)][:1] == ["FP32"]
     x = wave(service, 250)

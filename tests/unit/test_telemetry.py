@@ -204,7 +204,8 @@ def service_with(model_cls, tel):
 
 
 def test_a_mixed_sentiment_batch_is_reported_as_the_traffic_implies(tel, fake, caplog):
-    from handlers.sentiment.model import Classification, SentimentModel
+    from handlers.kits.text.codec import Classification
+    from handlers.sentiment.model import SentimentModel
 
     batch = [
         Classification((sentiment_answer("positive", 0.1, truncated=True),), many=False),
@@ -231,7 +232,7 @@ def test_frequency_windows_are_observed_once_per_one_shot_request(tel, fake):
 
     from handlers.frequency.engine import Components
     from handlers.frequency.model import FrequencyModel
-    from handlers.frequency.predict import Extraction
+    from handlers.kits.signal.predict import Extraction
 
     comp = Components(np.zeros((1, 4), np.float32), np.full((1, 4), 0.5, np.float32))
     answers = [Extraction((1.0,), comp, 5), Extraction((1.0,), comp, None, "state", 4)]

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.family import SERVED, draw
 from handlers.frequency.lockin import read_windows
 from handlers.frequency.settings import parse_settings
-from handlers.frequency.windowing import num_windows, split, stitch, taper
+from handlers.kits.signal.codec import SignalRequest
+from handlers.kits.signal.windowing import num_windows, split, stitch, taper
 from handlers.manifest import read_manifest
 from training.frequency.config import CONFIGS
 

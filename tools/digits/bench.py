@@ -11,8 +11,8 @@ from tools.plugin import Bench
 def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
     """The classifier's runtime call and its inputs, `batch` requests at a time: decoded and
     resized into one model batch beforehand, as the handler does."""
-    from handlers.digits.pixels import model_batch
     from handlers.digits.predict import DigitsPredictor
+    from handlers.kits.image.reading import model_batch
     from handlers.service import Request
 
     predictor = DigitsPredictor.from_dir(artifacts, handler | {"runtime": runtime})

@@ -14,11 +14,11 @@ from tools.plugin import Bench
 def batches(artifacts: Path, runtime: str, handler: dict, payloads: list[dict], batch: int):
     """The sequence model's runtime call and its inputs, `batch` requests at a time: decoded,
     windowed and turned into model rows beforehand, as the handler does."""
-    from handlers.frequency.codec import decode_request
     from handlers.frequency.engine import FrequencyEngine
     from handlers.frequency.lockin import reverse_rows, window_inputs
     from handlers.frequency.settings import parse_settings
-    from handlers.frequency.windowing import split
+    from handlers.kits.signal.codec import decode_request
+    from handlers.kits.signal.windowing import split
     from handlers.service import Request
 
     manifest = json.loads((artifacts / "manifest.json").read_text())

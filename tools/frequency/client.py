@@ -1,5 +1,5 @@
 """This model from the client side: one-shot calls and streams that carry their state, over the
-codec (handlers/frequency/codec.py) the server itself decodes with.
+codec (handlers/kits/signal/codec.py) the server itself decodes with.
 
     from clients import connect
     from tools.frequency.client import SignalStream
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from handlers.frequency import codec
-from handlers.frequency.codec import FLOAT32, STATE_HEADER, SignalAnswer
+from handlers.kits.signal import codec
+from handlers.kits.signal.codec import FLOAT32, STATE_HEADER, SignalAnswer
 
 MODEL = "frequency"
 __all__ = ["FLOAT32", "MODEL", "STATE_HEADER", "Extraction", "SignalStream", "extract"]

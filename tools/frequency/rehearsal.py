@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import requests
 
-from handlers.frequency import codec
+from handlers.kits.signal import codec
 from tools.frequency.client import Extraction
 from tools.plugin import Rehearsal
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from handlers.frequency.state import KEY_FILE_ENV
+from handlers.kits.signal.state import KEY_FILE_ENV
 from tools.plugin import Samples
 
 # "stream": damaged copies also reach the stream fields and the state the answer signs.
@@ -42,7 +42,7 @@ def bench_arguments(group) -> None:
 
 def binary_example() -> tuple[bytes, str, dict[str, str]]:
     """EXAMPLE's signal as a float32 body."""
-    from handlers.frequency.codec import request_float32
+    from handlers.kits.signal.codec import request_float32
 
     body, headers = request_float32(EXAMPLE["signal"])
     return body, headers["Content-Type"], {}

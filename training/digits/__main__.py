@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from handlers.digits.predict import softmax
-from handlers.digits.settings import DigitsServing
+from handlers.digits.settings import DigitsSettings
+from handlers.kits.image.classifier import softmax
 from handlers.uncertainty import classify_with_uncertainty
 from training.common.calibration import (
     auroc,
@@ -70,7 +70,7 @@ def evaluate(model, splits, export, temperature: float) -> tuple[dict, dict]:
     non-digit kinds; also the test split's arrays for the plots."""
     metrics: dict = {}
     arrays: dict = {}
-    serving = DigitsServing()
+    serving = DigitsSettings()
     head = mlp_head(model)
     masks = head.masks(serving.mc_samples, serving.seed)
 

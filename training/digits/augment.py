@@ -1,6 +1,6 @@
 """Augmentation: scikit-learn's 8x8 digits redrawn as the large images users send, so the network
 learns the digits people draw and type through the same reading the handler serves with
-(handlers/digits/pixels.py: polarity, levels, framing).
+(handlers/kits/image/reading.py: polarity, levels, framing).
 
 Each copy of a dataset digit is enlarged to 32 x 32 (bicubic), turned into a stroke of a random
 width (a soft threshold at a random level, sometimes dilated or eroded), slanted, rotated and

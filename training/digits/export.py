@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from handlers.digits.pixels import model_batch
-from handlers.digits.settings import DigitsExport
+from handlers.kits.image.reading import model_batch
+from handlers.kits.image.settings import ImageExport
 from handlers.runtime import RUNTIME_FILES, load_runtime
 from training.common.parity import ParityCase, check_parity
 from training.digits.model import mlp_head
@@ -25,7 +25,7 @@ ATOL = 1e-4
 FILES = ("model.pt", "model.onnx", "head.npz")
 
 
-def export_all(model: torch.nn.Module, export: DigitsExport, out: Path, greys: np.ndarray) -> dict:
+def export_all(model: torch.nn.Module, export: ImageExport, out: Path, greys: np.ndarray) -> dict:
     """Write both exports and head.npz into `out` and return the parity report (or raise
     ParityError)."""
     model = model.eval()

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from handlers.digits.explain import METHODS, DigitsExplainer
-from handlers.digits.pixels import resize
+from handlers.kits.image.explain import METHODS, PixelExplainer
+from handlers.kits.image.reading import resize
 from training.common.deletion import plot, report, summary
 
 KS: tuple[int | str, ...] = (2, 3, 4, 8, "10%")
@@ -31,7 +31,7 @@ def pixels_for(k: int | str, n: int) -> int:
     return max(1, round(n * float(k.rstrip("%")) / 100)) if isinstance(k, str) else min(k, n)
 
 
-def evaluate(explainer: DigitsExplainer, greys: np.ndarray, draws: int, seed: int) -> list[dict]:
+def evaluate(explainer: PixelExplainer, greys: np.ndarray, draws: int, seed: int) -> list[dict]:
     p = explainer.predictor
     export = p.settings.export
     _, h, w = export.input_shape
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     p = DigitsPredictor.from_dir(args.artifacts, {"threads": 1}, name="digits")
     greys = load_splits()["test"].greys
     results = [
-        r for m in METHODS for r in evaluate(DigitsExplainer(p, m), greys, args.draws, args.seed)
+        r for m in METHODS for r in evaluate(PixelExplainer(p, m), greys, args.draws, args.seed)
     ]
     meta = {"model": dict(p.model_info), "cpu": cpu_summary(describe_cpu())}
     report(args.out, "digits", results, KS, meta)

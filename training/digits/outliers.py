@@ -46,7 +46,7 @@ def _blobs(rng: np.random.Generator, side: int = 8) -> np.ndarray:
 
 def synthetic_non_digits(n: int, seed: int = 0) -> list[np.ndarray]:
     """n grey images in [0, 1], the TRAIN_KINDS in turn: half at the dataset's 8x8, half as
-    uploads of 16..96 pixels a side, which the served reading (handlers/digits/pixels.py) frames
+    uploads of 16..96 pixels a side, which the served reading (handlers/kits/image/reading.py) frames
     like any large image (framed noise is a grey field, not the noise an 8x8 image shows)."""
     rng = np.random.default_rng(seed)
     fonts = font_faces() if n >= len(TRAIN_KINDS) else []

@@ -1,6 +1,6 @@
 """Training with Lightning, and the evaluation the metrics, plots and manifest are made of.
 
-Model inputs are made by the serving code's own `handlers.digits.pixels.model_batch` from the
+Model inputs are made by the serving code's own `handlers.kits.image.reading.model_batch` from the
 manifest block this run will write: what the network sees in training is what the handler sends.
 """
 
@@ -17,8 +17,8 @@ from lightning.pytorch.callbacks import EarlyStopping
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, TensorDataset
 
-from handlers.digits.pixels import model_batch, resize
-from handlers.digits.settings import DigitsExport
+from handlers.kits.image.reading import model_batch, resize
+from handlers.kits.image.settings import ImageExport
 from training.common.trainer import TrainerOptions, build_trainer, checkpoint_path
 from training.digits.augment import augmented
 from training.digits.config import TrainConfig
@@ -27,13 +27,13 @@ from training.digits.model import FEATURES_NAME, INPUT_NAME, OUTPUT_NAME, build_
 from training.digits.outliers import synthetic_non_digits
 
 
-def export_block(cfg: TrainConfig, train: Split, temperature: float = 1.0) -> DigitsExport:
+def export_block(cfg: TrainConfig, train: Split, temperature: float = 1.0) -> ImageExport:
     """The manifest's handler block: the input the graph takes and how pixels become it (mean
     and std of the training images at the graph's size)."""
     c, h, w = cfg.input_shape
     pixels = np.stack([resize(g, h, w) for g in train.greys])
     mean, std = float(pixels.mean()), float(pixels.std())
-    return DigitsExport(
+    return ImageExport(
         input_name=INPUT_NAME,
         output_name=OUTPUT_NAME,
         input_shape=(c, h, w),
@@ -64,7 +64,7 @@ def shifted(x: torch.Tensor, most: int, background: torch.Tensor) -> torch.Tenso
 
 
 class DigitsModule(L.LightningModule):
-    def __init__(self, cfg: TrainConfig, export: DigitsExport, steps: int):
+    def __init__(self, cfg: TrainConfig, export: ImageExport, steps: int):
         super().__init__()
         self.cfg, self.steps = cfg, steps
         torch.manual_seed(cfg.torch_seed)
@@ -171,7 +171,7 @@ def redrawn_splits(cfg: TrainConfig, splits: dict[str, Split]) -> dict[str, tupl
 
 def loader(
     images: tuple[list[np.ndarray], np.ndarray],
-    export: DigitsExport,
+    export: ImageExport,
     batch: int,
     shuffle: bool,
     seed: int,
@@ -190,7 +190,7 @@ def loader(
 def train(
     cfg: TrainConfig,
     splits: dict[str, Split],
-    export: DigitsExport,
+    export: ImageExport,
     opts: TrainerOptions | None = None,
     out: Path | None = None,
     logger=None,
@@ -218,7 +218,7 @@ def train(
 
 
 def outputs_of(
-    model: torch.nn.Module, greys: np.ndarray | list[np.ndarray], export: DigitsExport
+    model: torch.nn.Module, greys: np.ndarray | list[np.ndarray], export: ImageExport
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eager (logits, features) of grey images, through the serving code's pixels."""
     with torch.inference_mode():
@@ -227,6 +227,6 @@ def outputs_of(
 
 
 def logits_of(
-    model: torch.nn.Module, greys: np.ndarray | list[np.ndarray], export: DigitsExport
+    model: torch.nn.Module, greys: np.ndarray | list[np.ndarray], export: ImageExport
 ) -> np.ndarray:
     return outputs_of(model, greys, export)[0]

@@ -4,9 +4,9 @@
 """
 
 
-def train(out, config: str = "default", **opts) -> dict:
-    """The registry's entry (handlers/registry.py): train the named config into `out` (no plots
-    unless asked: fixtures and rehearsals only need the export)."""
+def train_model(out, config: str = "default", **opts) -> dict:
+    """Its tools' entry (tools/frequency/__init__.py TOOLS; named apart from its train.py): train the
+    named config into `out` (no plots unless asked: fixtures and rehearsals only need the export)."""
     from training.frequency.__main__ import run
     from training.frequency.config import CONFIGS
 

@@ -13,7 +13,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from handlers.frequency.settings import BandScale, ExportGraph, FrequencyExport
+from handlers.frequency.settings import BandScale, FrequencyExport
+from handlers.kits.signal.settings import ExportGraph
 from training.common.entry import train_and_report
 from training.common.floors import check_floors
 from training.common.heldout import FP32, write_predictions

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from handlers.frequency.codec import SignalRequest
 from handlers.frequency.engine import FrequencyEngine
 from handlers.frequency.settings import parse_settings
+from handlers.kits.signal.codec import SignalRequest
 from training.common.manifest import read_manifest
 from training.frequency.config import SignalSpec
 from training.frequency.data import make_signal

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from handlers.frequency.codec import SignalRequest
-from handlers.frequency.explain import FrequencyExplainer
+from handlers.kits.signal.codec import SignalRequest
+from handlers.kits.signal.explain import BlockExplainer
 from training.common.deletion import plot, report, summary
 
 KS: tuple[int | str, ...] = ("3 blocks", 5, 10, 20)
@@ -44,9 +44,7 @@ def energy(engine, requests: list[SignalRequest]) -> np.ndarray:
     return np.array([float(np.mean(c.signal[0] ** 2)) for c in engine.windows(requests)])
 
 
-def evaluate(
-    explainer: FrequencyExplainer, signals: int, samples: int, draws: int, seed: int
-) -> dict:
+def evaluate(explainer: BlockExplainer, signals: int, samples: int, draws: int, seed: int) -> dict:
     from training.frequency.config import CONFIGS
     from training.frequency.data import make_signal
 
@@ -115,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = [
         evaluate(
-            FrequencyExplainer(p, block=args.block),
+            BlockExplainer(p, block=args.block),
             args.signals,
             args.samples,
             args.draws,

@@ -33,7 +33,7 @@ import torch
 from handlers.frequency.family import SERVED
 from handlers.frequency.lockin import Carried, read_windows, stream_answer, stream_chunk
 from handlers.frequency.settings import BandScale
-from handlers.frequency.windowing import split, stitch
+from handlers.kits.signal.windowing import split, stitch
 from training.frequency.config import TrainConfig
 from training.frequency.data import Drawn, draw_many
 from training.frequency.model import FrequencyLSTM, SequenceGraph, StepGraph

@@ -5,8 +5,9 @@ Entry point: `python -m training.sentiment --out DIR [--config default|tiny]`.
 """
 
 
-def train(out, config: str = "default", **opts) -> dict:
-    """The registry's entry (handlers/registry.py): train the named config into `out`."""
+def train_model(out, config: str = "default", **opts) -> dict:
+    """Its tools' entry (tools/sentiment/__init__.py TOOLS; named apart from its train.py): train the
+    named config into `out`."""
     from training.sentiment.config import CONFIGS
     from training.sentiment.pipeline import run
 

@@ -13,8 +13,8 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 # The serving tokenizer's truncation and padding: training feeds the model what serving will.
-from handlers.sentiment.tokenize import pad_rows as serving_pad_rows
-from handlers.sentiment.tokenize import truncate_ids
+from handlers.kits.text.tokenize import pad_rows as serving_pad_rows
+from handlers.kits.text.tokenize import truncate_ids
 
 __all__ = ["Encoded", "encode", "length_batches", "pad_rows", "token_rows", "truncate_ids"]
 

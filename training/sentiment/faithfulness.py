@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from handlers.sentiment.explain import METHODS, SCORES, SentimentExplainer, word_spans
+from handlers.kits.text.explain import METHODS, SCORES, TextExplainer, word_spans
 from training.common.deletion import plot, report, summary
 
 KS: tuple[int | str, ...] = (1, 3, 5)
@@ -67,7 +67,7 @@ def words_for(k: int | str, n: int) -> int:
 
 
 def evaluate(
-    explainer: SentimentExplainer,
+    explainer: TextExplainer,
     texts: list[str],
     draws: int,
     seed: int,
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         method, score, *passes = spec.split(":")
         if method not in METHODS or score not in SCORES or not all(x.isdigit() for x in passes):
             p.error(f"--methods: {spec!r} is not method:score[:passes] of {METHODS} x {SCORES}")
-        explainer = SentimentExplainer(predictor, method, score, passes=int((passes or [48])[0]))
+        explainer = TextExplainer(predictor, method, score, passes=int((passes or [48])[0]))
         result = evaluate(explainer, texts, draws, args.seed, first=i == 0, ks=ks)
         if passes:
             result["label"] = f"{method} {passes[0]} passes ({score})"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from handlers.sentiment.settings import HEAD_TAIL, SentimentExport
+from handlers.kits.text.settings import HEAD_TAIL, TextExport
 from handlers.uncertainty import softmax
 from training.common import plots
 from training.common.floors import check_floors, floor_report, staged_export
@@ -88,9 +88,9 @@ def fitted_to(
 
 def handler_export(
     cfg: SentimentConfig, temperature: float, pad_token_id: int, feature_dim: int
-) -> SentimentExport:
+) -> TextExport:
     """What the handler must know about the export (the manifest's handler block, read at load)."""
-    return SentimentExport(
+    return TextExport(
         input_names=tuple(INPUT_NAMES),
         output_names=tuple(OUTPUT_NAMES),
         labels=tuple(LABELS),

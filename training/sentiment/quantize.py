@@ -225,13 +225,13 @@ def gated_int8_export(
 def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()) -> dict:
     """Gate and add model.int8.onnx to a finished export; fp32 logits come from its model.onnx
     (parity-checked against eager), and the manifest gains the file's sha256 and the report."""
-    from handlers.sentiment.settings import SentimentExport
-    from handlers.sentiment.tokenize import TextEncoder
+    from handlers.kits.text.settings import TextExport
+    from handlers.kits.text.tokenize import TextEncoder
     from training.common.manifest import read_manifest, sha256_file
     from training.sentiment.data import load_splits
 
     manifest = read_manifest(artifacts)
-    export = SentimentExport.from_block(manifest["handler"])
+    export = TextExport.from_block(manifest["handler"])
     pad, threads = export.pad_token_id, 2
     # The serving tokenization (the handler's encoder over the exported tokenizer.json).
     encoder = TextEncoder(artifacts / export.tokenizer, export.max_length, pad, export.kept_head())

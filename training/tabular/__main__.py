@@ -16,7 +16,8 @@ import torch
 
 from handlers.kits.tabular import Schema
 from handlers.kits.tabular.distance import Distance
-from handlers.tabular.settings import TabularExport, TabularSettings
+from handlers.kits.tabular.settings import TabularExport
+from handlers.tabular.settings import TabularSettings
 from handlers.uncertainty import classify_with_uncertainty, softmax
 from training.common.calibration import (
     auroc,

@@ -22,8 +22,8 @@ from lightning.pytorch.callbacks import EarlyStopping
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from handlers.kits.tabular.settings import TabularExport
 from handlers.runtime import RUNTIME_FILES, load_runtime
-from handlers.tabular.settings import TabularExport
 from handlers.uncertainty import MLPHead
 from training.common.parity import ParityCase, check_parity
 from training.common.trainer import TrainerOptions, build_trainer, checkpoint_path

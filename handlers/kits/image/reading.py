@@ -157,7 +157,7 @@ def framed(ink: np.ndarray, native: tuple[int, int]) -> np.ndarray:
 def working_factor(height: int, width: int, native: tuple[int, int]) -> int:
     """The whole factor an image of height x width is first shrunk by (block means): the frame is
     FRAME x native, and pixels much finer than twice that only cost time. 1: kept as it is. The
-    codec decodes a large upload straight to this size (handlers/digits/codec.py), so the reading
+    codec decodes a large upload straight to this size (handlers/kits/image/decode.py), so the reading
     below gets what it would have made itself."""
     return max(1, min(height, width) // (2 * FRAME * min(native)))
 
