@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from training.common.floors import wilson
 from training.sentiment import data
-from training.sentiment.choose import TOLERANCE, choose, main, paired_interval, wilson
+from training.sentiment.choose import TOLERANCE, choose, main, paired_interval
 from training.sentiment.config import DEFAULT
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from training.common.floors import wilson
 from training.common.machine import describe_cpu
 from training.sentiment.config import DEFAULT, SentimentConfig, at_depth
 
@@ -64,16 +64,6 @@ VARIANTS = {
 }
 """One change each from the recipe as this machine trains it: the depth (at its review budget),
 or the budget (at six layers)."""
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The binomial 95 % interval of k successes in n (Wilson's)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (centre - half, centre + half)
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, float]:
