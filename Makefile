@@ -146,7 +146,7 @@ $(PY) -m deploy.local_door torchserve-config --config config.properties --out lo
 TS_CONFIG_FILE=$(CURDIR)/logs/torchserve.properties env -u PYTHONPATH $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
 	|| { cat logs/torchserve.out >&2; exit 1; }
 $(PY) -m deploy.local_door start --config config.properties --run logs/door \
-	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; exit 1; }
+	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; $(PY) -m deploy.local_door forget; exit 1; }
 $(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
 	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; $(stop-started); exit 1; }
 $(PY) -m deploy.local_door ready \
@@ -154,7 +154,7 @@ $(PY) -m deploy.local_door ready \
 endef
 
 # A `make serve` that fails leaves nothing of its own running (a door left behind would hold 8080).
-stop-started = $(PY) -m deploy.local_door stop --run logs/door >/dev/null 2>&1; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1
+stop-started = $(PY) -m deploy.local_door stop --run logs/door >/dev/null 2>&1; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; $(PY) -m deploy.local_door forget
 
 serve: archive ## Train what is missing, archive, start TorchServe in the background
 	$(start-torchserve)
@@ -199,6 +199,7 @@ metrics: ## Show the custom handler metrics of the local TorchServe (docs/observ
 stop: ## Stop TorchServe and its door
 	-$(PY) -m deploy.local_door stop --run logs/door
 	-$(VENV)/bin/torchserve --stop --foreground  # waits until the server has exited
+	-$(PY) -m deploy.local_door forget  # the archives TorchServe unpacked (deploy/ts_files.java_tmpdir)
 
 # Load test and benchmark (docs/clients.md). LOADTEST_ARGS e.g. "--shape spike --slo-p95-ms 1500".
 LOADTEST_ARGS ?=

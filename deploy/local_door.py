@@ -13,6 +13,7 @@ Management (8081) and metrics (8082) stay TorchServe's own.
     python -m deploy.local_door start --config config.properties --run logs/door
     python -m deploy.local_door ready
     python -m deploy.local_door stop --run logs/door
+    python -m deploy.local_door forget   # after `torchserve --stop`: its unpacked archives
 
 A door started before TorchServe listens marks it down; `ready` waits until the door's own health
 endpoint says both paths (REST and gRPC) pass their checks again, so `make serve` returns only when
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,7 +36,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from deploy.ts_files import read_properties, render_properties
+from deploy.ts_files import java_tmpdir, parse_properties, read_properties, render_properties
 
 ROOT = Path(__file__).resolve().parents[1]
 PROXY = ROOT / "docker" / "proxy.sh"
@@ -57,17 +59,24 @@ def public(props: dict[str, str]) -> tuple[str, int, int]:
 
 
 def torchserve_config(
-    base: str, http_port: int = BEHIND_HTTP_PORT, grpc_port: int = BEHIND_GRPC_PORT
+    base: str,
+    http_port: int = BEHIND_HTTP_PORT,
+    grpc_port: int = BEHIND_GRPC_PORT,
+    java_tmp: Path | None = None,
 ) -> str:
-    """config.properties with TorchServe's inference listeners moved behind the door (loopback)."""
-    return render_properties(
-        base,
-        {
-            "inference_address": f"http://127.0.0.1:{http_port}",
-            "grpc_inference_address": "127.0.0.1",
-            "grpc_inference_port": str(grpc_port),
-        },
-    )
+    """config.properties with TorchServe's inference listeners moved behind the door (loopback)
+    and its java.io.tmpdir in `java_tmp` (`vmargs`, read after the wrapper's TEMP), a folder of
+    this checkout's own that `forget` removes once TorchServe has stopped: the frontend unpacks
+    every archive there and never removes it, and names its worker sockets there."""
+    settings = {
+        "inference_address": f"http://127.0.0.1:{http_port}",
+        "grpc_inference_address": "127.0.0.1",
+        "grpc_inference_port": str(grpc_port),
+    }
+    if java_tmp is not None:
+        vmargs = parse_properties(base).get("vmargs", "")
+        settings["vmargs"] = f"{vmargs} -Djava.io.tmpdir={java_tmp}".strip()
+    return render_properties(base, settings)
 
 
 def door_env(
@@ -189,10 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     ready.add_argument("--timeout", type=float, default=60)
     end = sub.add_parser("stop", help="stop the door")
     end.add_argument("--run", type=Path, default=Path("logs/door"))
+    sub.add_parser(
+        "forget", help="remove a stopped TorchServe's java.io.tmpdir (unpacked archives)"
+    )
     args = p.parse_args(argv)
     if args.command == "torchserve-config":
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(torchserve_config(args.config.read_text()))
+        java_tmp = java_tmpdir(ROOT)
+        java_tmp.mkdir(exist_ok=True)
+        args.out.write_text(torchserve_config(args.config.read_text(), java_tmp=java_tmp))
+        return 0
+    if args.command == "forget":
+        shutil.rmtree(java_tmpdir(ROOT), ignore_errors=True)
         return 0
     if args.command == "start":
         stop(args.run)

@@ -1,6 +1,7 @@
 """TorchServe's own files, read one way by everything here: `config.properties`, the
-`key_file.json` it writes into its working directory (token authorization), and the reason a
-model's worker last failed to load, from its `model_log.log`.
+`key_file.json` it writes into its working directory (token authorization), the reason a
+model's worker last failed to load, from its `model_log.log`, and the java.io.tmpdir where its
+frontend unpacks archives and names worker sockets.
 
 Standard library only: the pod's probe (docker/probe.py) imports it every few seconds, and the
 clients import it without the serving stack.
@@ -8,15 +9,19 @@ clients import it without the serving stack.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 CONFIG_FILE = "config.properties"
 KEY_FILE = "key_file.json"
 KEY_NAMES = {"inference": "inference", "management": "management", "api": "API"}
 """Our key kinds → the names TorchServe writes in key_file.json."""
+AF_UNIX_PATH_MAX = 107
+"""The longest path a Unix socket can be bound to on Linux (sun_path's 108 bytes, NUL-ended)."""
 MODEL_LOG = "model_log.log"
 LOG_TAIL_BYTES = 512 * 1024
 """How much of the end of model_log.log is searched for a load failure: a worker that cannot
@@ -28,10 +33,33 @@ _LOAD_FAILURE = re.compile(
 )
 
 
+def java_tmpdir(root: str | Path) -> Path:
+    """The java.io.tmpdir for a TorchServe whose files live in `root`. The frontend unpacks every
+    archive it loads into `<java.io.tmpdir>/models/<uuid>` and leaves it there when it stops (a
+    sentiment archive unpacks to about 100 MB), and names each worker's socket
+    `<java.io.tmpdir>/.ts.sock.<port>` from the port alone: a starting worker deletes whatever file
+    is there, so two servers on one host that share the folder and count from the same port take
+    each other's worker sockets. One folder per server, removed when it stops, keeps both its own.
+    Short, under the system's temp folder, so a socket path stays inside AF_UNIX's 107 bytes
+    wherever `root` is; under /tmp (Java's own default) where the temp folder's path is too long
+    for that."""
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]
+    for base in (tempfile.gettempdir(), "/tmp"):
+        folder = Path(base) / f"ts-java-{digest}"
+        if len(str(folder / ".ts.sock.65535").encode()) <= AF_UNIX_PATH_MAX:
+            break
+    return folder
+
+
 def read_properties(path: str | Path) -> dict[str, str]:
     """`key=value` lines of a config.properties file ('#' comments and blank lines skipped)."""
+    return parse_properties(Path(path).read_text())
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """`key=value` lines of a config.properties text ('#' comments and blank lines skipped)."""
     props = {}
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)

@@ -9,7 +9,6 @@ process group; readiness is docker/probe.py, as the kubelet runs it. Used by the
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import secrets
 import shutil
@@ -17,11 +16,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.ts_files import java_tmpdir
 from tools.registry import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,17 +42,6 @@ def free_port() -> int:
         if port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port
-
-
-def java_tmpdir(root: Path) -> Path:
-    """The java.io.tmpdir for a TorchServe whose files live in `root` (its wrapper reads TEMP, not
-    TMPDIR): the frontend names each worker's socket `<java.io.tmpdir>/.ts.sock.<port>` from the
-    port alone, and a starting worker deletes whatever file is there, so two servers on one host
-    that share the folder and count from the same port take each other's worker sockets. Short,
-    under the system's temp folder, so a socket path stays inside AF_UNIX's 107 bytes wherever
-    `root` is; its server removes it when it stops."""
-    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"ts-java-{digest}"
 
 
 def pod_config(overlay: str = "cpu") -> dict[str, str]:

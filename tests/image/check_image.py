@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 import time
@@ -130,6 +131,7 @@ def pod(request) -> Any:
         yield p
     finally:
         p.close()
+        shutil.rmtree(root, ignore_errors=True)  # its archives and logs: 170 MB a runtime
         # CI prints each stage's time: this runtime's part of `make image-test`, start to gone.
         print(f"\nimage-test: {runtime} took {time.monotonic() - began:.0f} s")
 

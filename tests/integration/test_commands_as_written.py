@@ -7,6 +7,7 @@ config.properties serves on its documented addresses, 127.0.0.1:8080 and the res
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,9 @@ from tools import registry
 pytestmark = pytest.mark.integration
 
 PREDICT = "python -m clients predict sentiment --text 'A warm, funny film'"
+JAVA_TMPDIR = (
+    ".venv/bin/python -c 'from deploy.ts_files import java_tmpdir; print(java_tmpdir(\".\"))'"
+)
 PORT_CLOSED = """
 for i in $(seq 150); do curl -s -o /dev/null http://127.0.0.1:8080/ping || break; sleep 0.2; done
 if curl -s -o /dev/null http://127.0.0.1:8080/ping; then echo "still listening"; false; fi
@@ -76,8 +80,15 @@ def test_make_serve_through_a_pipe_returns_once_models_are_ready(shell, checkout
     assert "no handler metrics yet" in shell.run("make -s metrics", "make metrics, no request yet")
     shell.run(PREDICT + " >/dev/null", "a prediction after make serve")
     assert "ts_handler_batch_size" in shell.run("make -s metrics", "make metrics after a request")
+    # TorchServe unpacked each archive into a java.io.tmpdir of this checkout's own, never /tmp's
+    # shared one, and `make stop` removes it: a stopped server leaves no unpacked archives behind.
+    # (The session's TMPDIR is too deep for a worker socket: the folder is under /tmp.)
+    java_tmp = Path(shell.run(JAVA_TMPDIR, "the checkout's java.io.tmpdir").strip())
+    assert java_tmp.name.startswith("ts-java-"), java_tmp
+    assert len(list((java_tmp / "models").iterdir())) == len(registry.names())
     shell.run("make stop", "make stop")
     shell.run(PORT_CLOSED, "TorchServe stopped listening", 60)
+    assert not java_tmp.exists()
 
 
 def test_make_serve_fails_at_once_with_the_log_when_torchserve_cannot_start(shell):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from deploy.ts_files import java_tmpdir
 from handlers.digits.predict import DigitsPredictor
-from rehearsal.pod import java_tmpdir
 from tests.fixtures.served import handler_config
 from tests.support.torchserve import among_neighbours, job_queue_size, send_waves, start_torchserve
 from tests.unit.test_digits_codec import png_claiming
@@ -36,7 +36,7 @@ def server(digits_archive, digits_resnet_archive, tmp_path_factory):
 
 def test_the_servers_workers_listen_in_a_short_folder_of_its_own(server):
     """Test and bench servers keep worker sockets out of /tmp and within AF_UNIX's 107 bytes
-    (rehearsal.pod.java_tmpdir), whatever folder their work is in."""
+    (deploy.ts_files.java_tmpdir), whatever folder their work is in."""
     sockets = {Path(p) for p in re.findall(r"Listening on port: (\S+)", server.logs())}
     assert sockets and {s.parent for s in sockets} == {java_tmpdir(server.workdir)}
     assert all(len(str(s).encode()) <= 107 for s in sockets)

@@ -20,7 +20,8 @@ from pathlib import Path
 import requests
 
 from deploy.serving import read_keys, render_properties, wait_ready
-from rehearsal.pod import free_port, java_tmpdir
+from deploy.ts_files import java_tmpdir
+from rehearsal.pod import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHSERVE = Path(sys.executable).with_name("torchserve")

@@ -1,6 +1,7 @@
 """deploy/ts_files.py: the one reader of TorchServe's config.properties and key_file.json."""
 
 import json
+from pathlib import Path
 
 from deploy.ts_files import read_keys, read_properties, render_properties, token_auth_on
 
@@ -109,3 +110,28 @@ def test_wait_ready_quotes_the_load_failure_when_it_gives_up(tmp_path, monkeypat
     monkeypatch.setattr(serving, "model_status", lambda *a: [{"workers": []}])
     with pytest.raises(TimeoutError, match="sentiment: \\[\\]; last load failure: GPU unavailable"):
         serving.wait_ready("http://x", tmp_path, ["sentiment"], timeout=0.2, logs=tmp_path)
+
+
+def test_a_servers_java_tmpdir_is_its_own_and_fits_a_worker_socket_wherever_tmp_is(
+    tmp_path, monkeypatch
+):
+    import tempfile
+
+    from deploy.local_door import torchserve_config
+    from deploy.ts_files import AF_UNIX_PATH_MAX, java_tmpdir, parse_properties
+
+    assert java_tmpdir(tmp_path / "a") != java_tmpdir(tmp_path / "b")
+    assert java_tmpdir(tmp_path / "a") == java_tmpdir(tmp_path / "a" / ".." / "a")
+    # A temp folder too deep for `<folder>/.ts.sock.<port>` (a test session's own): Java's /tmp.
+    deep = tmp_path.joinpath(*["a-rather-long-temp-folder"] * 4)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    folder = java_tmpdir(tmp_path / "a")
+    assert folder.parent == Path("/tmp")
+    assert len(str(folder / ".ts.sock.65535").encode()) <= AF_UNIX_PATH_MAX
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert java_tmpdir(tmp_path / "a").parent == tmp_path
+    # `make serve`'s TorchServe unpacks archives there: vmargs names it after the configured ones.
+    base = "vmargs=-XX:TieredStopAtLevel=1\ninference_address=http://0.0.0.0:8080\n"
+    props = parse_properties(torchserve_config(base, java_tmp=folder))
+    assert props["vmargs"] == f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={folder}"
+    assert props["inference_address"] == "http://127.0.0.1:8090"
