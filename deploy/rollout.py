@@ -278,7 +278,9 @@ def send(
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if runtime == "oip":
-        path, data = f"v2/models/{model}/infer", oip_request(body)
+        # A client's own request, mirrored, is already in the protocol's form.
+        is_oip = isinstance(body, dict) and "inputs" in body
+        path, data = f"v2/models/{model}/infer", body if is_oip else oip_request(body)
     else:
         path, data = f"predictions/{model}", body
     request = urllib.request.Request(

@@ -79,9 +79,11 @@ def start_locust(
     run_time_s: float = 1800,
     model: str | None = None,
     runtime: str = "torchserve",
+    http: str | None = None,
 ) -> subprocess.Popen:
     """Locust users through the balancer, sending `model` (default: `load_model()`) to replicas
-    that serve it with `runtime` (torchserve, or oip: the Open Inference Protocol's REST)."""
+    that serve it with `runtime` (torchserve, or oip: the Open Inference Protocol's REST); the
+    REST users through `http` where given (a mirror in front of the balancer)."""
     env = os.environ | {
         "REHEARSAL_RUNTIME": runtime,
         "REHEARSAL_MODEL": model or load_model(),
@@ -96,7 +98,7 @@ def start_locust(
         str(ROOT / "rehearsal/locustfile.py"),
     ]
     cmd += ["--headless", "--only-summary", "-u", str(users), "-r", str(users)]
-    cmd += ["--host", lb.http, "--run-time", f"{int(run_time_s)}s", "--stop-timeout", "10"]
+    cmd += ["--host", http or lb.http, "--run-time", f"{int(run_time_s)}s", "--stop-timeout", "10"]
     with open(work / "locust.log", "ab") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 

@@ -9,13 +9,16 @@ pod's probes), `a` serving the stable archive and `b` the candidate, behind one 
 (rehearsal/balancer.py, the rehearsal's) whose runtime API (`set server <backend>/<server> weight
 N` over its stats socket) moves the traffic. Locust users (rehearsal/locustfile.py: REST and gRPC)
 send the model's light requests through the balancer all along; each of their requests is logged
-and every failure counted.
+and every failure counted. The REST users reach the balancer through nginx, whose mirror module
+copies each prediction to this tool (rehearsal/mirror.py; HAProxy 2.6 has no mirroring); the
+copies never change or delay a client's answer.
 
 1. Shadow: the candidate's weight is 0, so clients only ever get the stable version's answers.
    Both versions first answer a few requests unjudged (a worker's first answers are its slowest).
-   HAProxy 2.6 has no traffic mirroring, so the tool itself sends a copy: the same held-out
-   requests (tools/<model>/samples.py `payloads`) to both replicas' doors, judged by
-   deploy/rollout.py on the model's own thresholds (handlers/<model>/rollout.yaml).
+   The judgement sends the newest mirrored client requests (topped up, where clients sent fewer
+   than `--judge-requests`, with held-out requests: tools/<model>/samples.py `payloads`) to both
+   replicas' doors, judged by deploy/rollout.py on the model's own thresholds
+   (handlers/<model>/rollout.yaml).
 2. Canary steps (default 5, 25, 50, 100 % of the weight): at each, after `--step-s` seconds of
    client traffic split by weight, a fresh sample of paired requests is added and the judgement
    is made again over every paired request so far (a rate such as the out-of-distribution shift,
@@ -60,6 +63,7 @@ from typing import Any
 from deploy import rollout as judge
 from rehearsal.__main__ import TOKEN, start_locust
 from rehearsal.balancer import BACKENDS, Balancer
+from rehearsal.mirror import Mirror
 from rehearsal.pod import ROOT, Pod, pod_config
 from tools.registry import get
 
@@ -154,6 +158,7 @@ class Rollout:
         ).start()
         self.lb.set_weight(CANDIDATE, 0)
         self.lb.set_weight(STABLE, 100)
+        self.mirror = Mirror(self.work / "mirror", f"127.0.0.1:{self.lb.ports['http']}").start()
         self.log = self.work / "requests.jsonl"
         self.locust = start_locust(
             self.lb,
@@ -163,6 +168,7 @@ class Rollout:
             self.pacing_s,
             model=self.model,
             runtime=self.runtime,
+            http=self.mirror.http,
         )
 
     def stop(self) -> None:
@@ -173,6 +179,8 @@ class Rollout:
                 locust.wait(timeout=30)
             except Exception:
                 locust.kill()
+        if getattr(self, "mirror", None) is not None:
+            self.mirror.stop()
         if getattr(self, "lb", None) is not None:
             self.lb.stop()
         if self.own_pods:
@@ -191,6 +199,17 @@ class Rollout:
             timeout=self.try_timeout_s,
             runtime=self.runtime,
         )
+
+    def mirrored(self, n: int) -> list:
+        """Up to `n` of the newest client requests the mirror copied and no step judged yet, as
+        the judge sends them (JSON bodies: the REST users' form)."""
+        bodies = []
+        for copy in self.mirror.take(n):
+            try:
+                bodies.append(json.loads(copy.body))
+            except ValueError:
+                continue
+        return bodies
 
     def wait_for_clients(self, timeout: float = 120) -> None:
         """Until the Locust users have had a request answered (on a loaded machine Locust takes
@@ -258,6 +277,7 @@ class Rollout:
         health = self.door()[CANDIDATE]
         went_down = health["chkdown"] - door0[CANDIDATE]["chkdown"]
         down = went_down > 0 or not all(x.startswith("UP") for x in health["status"])
+        mirrored = 0
         if down:
             d = {k: health[k] - door0[CANDIDATE][k] for k in DOOR_COUNTERS}
             why = sorted({CHECKS[c] for c in health["checks"] if c in CHECKS})
@@ -289,7 +309,9 @@ class Rollout:
                 {},
             )
         else:
-            bodies = [self.draw() for _ in range(self.judge_requests)]
+            bodies = self.mirrored(self.judge_requests)
+            mirrored = len(bodies)
+            bodies += [self.draw() for _ in range(self.judge_requests - mirrored)]
             stable, candidate = self.paired_answers(bodies)
             self.paired[0].extend(stable)  # the judgement grows with the evidence: every paired
             self.paired[1].extend(candidate)  # request so far, the shadow's included
@@ -309,6 +331,7 @@ class Rollout:
         rise = door["candidate"]["error_rate"] - door["stable"]["error_rate"]
         metrics["door_error_rate_increase"] = rise
         metrics["client_requests"], metrics["client_failures"] = len(clients), failed
+        metrics["mirrored_requests"] = mirrored
         passed, reason = verdict.passed, verdict.reason
         if passed and rise > self.limits.max_error_rate_increase:
             passed = False
@@ -449,7 +472,7 @@ def candidate_version(mar: Path) -> str | None:
 
 def render_step(step: dict) -> str:
     m, d = step["metrics"], step["door"]
-    keep = [k for k in m if k not in ("client_requests", "client_failures")]
+    keep = [k for k in m if k not in ("client_requests", "client_failures", "mirrored_requests")]
     rows = [f"  {k:<26} {'' if m[k] is None else format(m[k], '.4f')}" for k in keep]
     rows.append(
         "  door (this step)           "
@@ -460,7 +483,8 @@ def render_step(step: dict) -> str:
         )
     )
     rows.append(
-        f"  clients (this step)        {m['client_requests']} req, {m['client_failures']} failed"
+        f"  clients (this step)        {m['client_requests']} req, {m['client_failures']} failed;"
+        f" {m.get('mirrored_requests') or 0} of the paired requests mirrored from them"
     )
     word = "PASS" if step["passed"] else "FAIL"
     return f"[{step['step']}] {word}: {step['reason']}\n" + "\n".join(rows)

@@ -74,6 +74,8 @@ def _the_good_one(good: dict) -> None:
     assert [s["step"] for s in good["steps"]] == ["shadow", "canary 5%", "canary 100%"]
     assert all(s["passed"] for s in good["steps"]), good["steps"]
     assert good["steps"][0]["metrics"]["label_agreement"] == 1.0
+    # Judged on the clients' own requests, mirrored by nginx at every step (20 paired a step).
+    assert all(0 < s["metrics"]["mirrored_requests"] <= 20 for s in good["steps"]), good["steps"]
     assert good["clients"]["failed"] == 0, good["clients"]
     assert good["clients"]["answered_by"]["b"] > 0  # the candidate really took client traffic
     assert "python -m deploy promote tabular" in good["promotion"]["command"]
