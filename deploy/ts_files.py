@@ -33,7 +33,7 @@ _LOAD_FAILURE = re.compile(
 )
 
 
-def java_tmpdir(root: str | Path) -> Path:
+def java_tmpdir(root: str | Path, tmp: str | None = None) -> Path:
     """The java.io.tmpdir for a TorchServe whose files live in `root`. The frontend unpacks every
     archive it loads into `<java.io.tmpdir>/models/<uuid>` and leaves it there when it stops (a
     sentiment archive unpacks to about 100 MB), and names each worker's socket
@@ -42,9 +42,9 @@ def java_tmpdir(root: str | Path) -> Path:
     each other's worker sockets. One folder per server, removed when it stops, keeps both its own.
     Short, under the system's temp folder, so a socket path stays inside AF_UNIX's 107 bytes
     wherever `root` is; under /tmp (Java's own default) where the temp folder's path is too long
-    for that."""
+    for that. `tmp`: the temp folder of the process that starts the server, where not this one's."""
     digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]
-    for base in (tempfile.gettempdir(), "/tmp"):
+    for base in (tmp or tempfile.gettempdir(), "/tmp"):
         folder = Path(base) / f"ts-java-{digest}"
         if len(str(folder / ".ts.sock.65535").encode()) <= AF_UNIX_PATH_MAX:
             break

@@ -20,9 +20,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from deploy.ts_files import java_tmpdir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,10 +95,15 @@ class Shell:
         base["PATH"] = os.pathsep.join(
             p for p in base.get("PATH", "").split(os.pathsep) if "/.venv/" not in p
         )
+        # TorchServe's wrapper makes TEMP the frontend's java.io.tmpdir, where it unpacks every
+        # archive and leaves it: a bare `torchserve --start` here unpacks into the session's own
+        # (short: its worker sockets are there too), removed with the session.
+        self.java_tmp = Path(tempfile.mkdtemp(prefix="ts-shell-", dir="/tmp"))
         self.env = (
             base
             | {
                 "TMPDIR": str(self.scratch / "tmp"),
+                "TEMP": str(self.java_tmp),
                 "HOME": str(self.scratch / "home"),
                 "AWS_EC2_METADATA_DISABLED": "true",
             }
@@ -168,6 +176,9 @@ class Shell:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
         self._log.close()
+        # What TorchServe unpacked: a bare server's (TEMP) and `make serve`'s (its vmargs).
+        shutil.rmtree(self.java_tmp, ignore_errors=True)
+        shutil.rmtree(java_tmpdir(self.cwd, self.env["TMPDIR"]), ignore_errors=True)
 
     def __enter__(self) -> Shell:
         return self
