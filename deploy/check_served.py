@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -135,9 +136,13 @@ def _pyfunc_answers(record: dict, bodies: list[dict], tracking_uri: str) -> list
     import pandas as pd
 
     mlflow.set_tracking_uri(record.get("tracking_uri", tracking_uri))
-    model = mlflow.pyfunc.load_model(record["model_uri"])
-    # One row per call, as the requests reached the server: one after another, each its own batch.
-    return [model.predict(pd.DataFrame([body]))[0] for body in bodies]
+    # Downloaded into a folder that goes with the check (MLflow's own default is a temp folder it
+    # never removes: 154 MB for sentiment, at every check).
+    with tempfile.TemporaryDirectory(prefix="check-served-pyfunc-") as local:
+        model = mlflow.pyfunc.load_model(record["model_uri"], dst_path=local)
+        # One row per call, as the requests reached the server: one after another, each its own
+        # batch.
+        return [model.predict(pd.DataFrame([body]))[0] for body in bodies]
 
 
 def main(argv: list[str] | None = None) -> int:

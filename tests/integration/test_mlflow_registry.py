@@ -55,6 +55,12 @@ def trained(server, tmp_path_factory):
     mlflow.set_tracking_uri(previous)
 
 
+def _local(tmp_path: Path) -> str:
+    """A download folder of the test's own (MLflow's default is a temp folder it never removes)."""
+    (tmp_path / "pyfunc").mkdir(exist_ok=True)
+    return str(tmp_path / "pyfunc")
+
+
 def test_training_run_logs_params_step_metrics_and_reports(server, trained):
     _, manifests = trained
     client = MlflowClient(server)
@@ -129,13 +135,13 @@ def _close(a, b, path="") -> None:
         assert a == b, path
 
 
-def test_sentiment_pyfunc_answers_as_the_handler_predictor(server, trained):
+def test_sentiment_pyfunc_answers_as_the_handler_predictor(server, trained, tmp_path):
     from handlers.sentiment.predict import SentimentPredictor
     from training.registry import set_alias
 
     out, manifests = trained
     set_alias("sentiment", "champion", uri=server)
-    model = mlflow.pyfunc.load_model("models:/sentiment@champion")
+    model = mlflow.pyfunc.load_model("models:/sentiment@champion", dst_path=_local(tmp_path))
     got = model.predict(pd.DataFrame({"text": TEXTS}))
     serving = yaml.safe_load((ROOT / "handlers/sentiment/model-config.yaml").read_text())["handler"]
     want = SentimentPredictor.from_dir(out["sentiment"], serving).predict(TEXTS)
@@ -143,14 +149,14 @@ def test_sentiment_pyfunc_answers_as_the_handler_predictor(server, trained):
     _close(want, got)
 
 
-def test_frequency_pyfunc_answers_as_the_handler_engine(server, trained):
+def test_frequency_pyfunc_answers_as_the_handler_engine(server, trained, tmp_path):
     from handlers.frequency.engine import FrequencyEngine
     from handlers.frequency.settings import parse_settings
     from handlers.kits.signal.codec import SignalRequest
 
     out, manifests = trained
     version = manifests["frequency"]["mlflow"]["version"]
-    model = mlflow.pyfunc.load_model(f"models:/frequency/{version}")
+    model = mlflow.pyfunc.load_model(f"models:/frequency/{version}", dst_path=_local(tmp_path))
     rng = np.random.default_rng(0)
     signals = [
         rng.uniform(-1, 1, 300).astype(np.float32),
@@ -181,9 +187,9 @@ def test_mlflow_models_serve_answers_for_a_registered_version(server, trained, t
     from training.registry import set_alias
 
     set_alias("sentiment", "champion", uri=server)
-    local = mlflow.pyfunc.load_model("models:/sentiment@champion").predict(
-        pd.DataFrame({"text": TEXTS})
-    )
+    local = mlflow.pyfunc.load_model(
+        "models:/sentiment@champion", dst_path=_local(tmp_path)
+    ).predict(pd.DataFrame({"text": TEXTS}))
     with model_server("models:/sentiment@champion", server, tmp_path) as url:
         r = requests.post(
             f"{url}/invocations",
@@ -236,7 +242,9 @@ def test_tabular_pyfunc_answers_a_frame_of_records_as_the_service(server, tmp_pa
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(server)
     try:
-        model = mlflow.pyfunc.load_model(f"models:/tabular/{manifest['mlflow']['version']}")
+        model = mlflow.pyfunc.load_model(
+            f"models:/tabular/{manifest['mlflow']['version']}", dst_path=_local(tmp_path)
+        )
         example = get("tabular").example()
         rows = [example, example | {"mean radius": 30.0}, example | {"mean area": float("nan")}]
         got = model.predict(pd.DataFrame(rows))

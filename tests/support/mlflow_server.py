@@ -74,7 +74,13 @@ def model_server(model_uri: str, tracking_uri: str, tmp: Path) -> Iterator[str]:
             "-h", "127.0.0.1", "-p", str(port), "-w", "1"]  # fmt: skip
     # It execs `uvicorn` by name: the venv's bin must be on PATH, as with an activated venv.
     path = f"{MLFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = os.environ | {"MLFLOW_TRACKING_URI": tracking_uri, "PATH": path}
+    # It downloads the model into a temp folder it never removes: the test's own.
+    (tmp / "models-serve-tmp").mkdir(exist_ok=True)
+    env = os.environ | {
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "PATH": path,
+        "TMPDIR": str(tmp / "models-serve-tmp"),
+    }
     url = f"http://127.0.0.1:{port}"
     with running(args, tmp / "models-serve.log", f"{url}/ping", env=env):
         yield url
