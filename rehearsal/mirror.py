@@ -19,7 +19,7 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -113,7 +113,7 @@ class Mirror:
     port: int = 0
     proc: subprocess.Popen | None = None
     recorder: _RecorderServer | None = None
-    taken: int = field(default=0)
+    taken: int = 0
 
     @property
     def http(self) -> str:
