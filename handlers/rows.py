@@ -44,14 +44,23 @@ def answer_rows(
     tries: int = RETRY_TRIES,
 ) -> list[dict]:
     """Each row as a request's JSON body, run in batches of `batch_size` through the service: the
-    served JSON answer, or a refused row's error body with its `status`.
+        served JSON answer, or a refused row's error body with its `status`.
 
-    A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
-    neighbours) is never the row's answer: such rows run again, in batches cut to the size the
-    budget admitted (a batch's first request is always admitted, so a batch of one row within the
-    model's limits is answered), with a backoff whenever a round answers none of them. Rows still
-    refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
+        A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
+        neighbours) is never the row's answer: such rows run again, in batches cut to the size the
+        budget admitted (a batch's first request is always admitted, so a batch of one row within the
+        model's limits is answered), with a backoff whenever a round answers none of them. An answer
+    is its typed answer's row (`to_row`): the served JSON's value, never serialised in between. Rows still
+        refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
     rids = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(rows)
+
+    def write(answer: Any) -> Any:
+        """The typed answer's row (its `to_row`), or the served JSON read back (a kit without
+        one yet)."""
+        if hasattr(answer, "to_row"):
+            return answer.to_row()
+        return json.loads(service.model.reply(answer).body)
+
     answers: list[dict | None] = [None] * len(rows)
     pending, size, delay, stalls = list(range(len(rows))), max(1, batch_size), RETRY_DELAY_S, 0
     while pending:
@@ -61,14 +70,14 @@ def answer_rows(
             chunk = pending[start : start + size]
             batches += 1
             batch = [row_request(rows[i], rids[i]) for i in chunk]
-            for i, result in zip(chunk, service.handle_batch(batch), strict=True):
+            for i, result in zip(chunk, service.handle_batch(batch, write), strict=True):
                 if isinstance(result, RequestError) and KINDS[result.kind].retryable:
                     retry.append(i)
                 elif isinstance(result, RequestError):
                     status, _, body = refusal(result)  # as the TorchServe adapter writes it
                     answers[i] = json.loads(body) | {"status": status}
                 else:
-                    answers[i] = json.loads(result.body)
+                    answers[i] = result
         answered = len(pending) - len(retry)
         if retry and not answered:  # nothing admitted even so: smaller batches, and wait
             stalls += 1

@@ -25,7 +25,7 @@ A model provides the `Model` protocol below, one class per model in `handlers/<n
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
@@ -71,6 +71,11 @@ class Request:
     media_type: str | None = None
     """The body's media type (Content-Type without parameters, lower-case); None: read it from the
     Content-Type header (handlers/codec.body_media_type)."""
+    typed: Any = None
+    """The kit's typed request, when a tensor adapter (oip/) already read it from its tensors: the
+    model checks it against its limits instead of decoding a body (`body` is then None)."""
+    explain: bool = False
+    """The adapter read an explanation request from its own protocol (an OIP `explain` parameter)."""
 
 
 class Model(Protocol):
@@ -138,7 +143,9 @@ class Explained:
 
 
 def wants_explanation(request: Request) -> bool:
-    """This request's mode, from its own headers or gRPC inputs only."""
+    """This request's mode, from its own flag, headers or gRPC inputs only."""
+    if request.explain:
+        return True
     if str(request_header(dict(request.headers), EXPLAIN_HEADER)).strip().lower() == "true":
         return True
     value = request.parts.get(EXPLAIN_INPUT)
@@ -192,15 +199,26 @@ class ModelService:
     def settings(self) -> Any:
         return self.model.settings
 
-    def handle_batch(self, requests: Sequence[Request]) -> list[Reply | RequestError]:
-        """One Reply or RequestError per request, in order; never raises for a request's sake."""
+    def handle_batch(
+        self, requests: Sequence[Request], write: Callable[[Any], Any] | None = None
+    ) -> list[Any]:
+        """One Reply or RequestError per request, in order; never raises for a request's sake.
+
+        `write`: what each answer becomes instead of its Reply (the model's typed answer, or an
+        `Explained`, in; a tensor adapter's outputs or a scoring row out): the answer is then
+        serialised once, by the adapter's own form. A failure there is the request's 500."""
         ids = [r.id for r in requests]
         with self.telemetry.stage("preprocess"):
             parsed = [self._parse(r) for r in requests]
         with self.telemetry.stage("inference"):
             answers = self._infer(parsed, ids)
         with self.telemetry.stage("postprocess"):
-            return self._reply(answers, ids)
+            return self._reply(answers, ids, write or self._write_reply)
+
+    def _write_reply(self, answer: Any) -> Reply:
+        if isinstance(answer, Explained):
+            return answer.answer.reply()
+        return self.model.reply(answer)
 
     @property
     def explains(self) -> bool:
@@ -273,18 +291,18 @@ class ModelService:
             answers.append(answer)
         return answers
 
-    def _reply(self, answers: list[Any], ids: list[str | None]) -> list[Reply | RequestError]:
+    def _reply(
+        self, answers: list[Any], ids: list[str | None], write: Callable[[Any], Any]
+    ) -> list[Any]:
         self.telemetry.batch(len(answers))
-        results: list[Reply | RequestError] = []
+        results: list[Any] = []
         answered = []
         for answer, rid in zip(answers, ids, strict=True):
             if not isinstance(answer, RequestError):
                 try:
-                    if isinstance(answer, Explained):
-                        results.append(answer.answer.reply())
-                        continue
-                    results.append(self.model.reply(answer))
-                    answered.append(answer)
+                    results.append(write(answer))
+                    if not isinstance(answer, Explained):
+                        answered.append(answer)
                     continue
                 except Exception:
                     log.exception("request %s: writing the answer failed", rid)

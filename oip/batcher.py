@@ -3,7 +3,8 @@
 Each model has `workers` threads, each with its own `ModelService` (its own runtime session and
 core slots, as TorchServe's worker processes have). A worker takes the first waiting request,
 then whatever else is queued, up to `batch_size`, waiting at most `max_delay_s` for more (the
-archive's batchSize and maxBatchDelay), and answers the whole batch with one `handle_batch`. At most
+archive's batchSize and maxBatchDelay), and answers the whole batch with one `handle_batch`, each
+answer written by `write` (the contract's tensors) in the worker, or as its Reply. At most
 `queue_size` requests wait (the archive's jobQueueSize): the next is refused at once with 503
 `overloaded`, as TorchServe refuses a full queue. Runtimes release the GIL while they compute, so
 the event loop keeps reading requests meanwhile.
@@ -16,12 +17,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from handlers.codec import Reply
-from handlers.errors import InternalError, Overloaded, RequestError
+from handlers.errors import InternalError, Overloaded
 from handlers.service import ModelService, Request
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,16 @@ class Batcher:
         batch_size: int = 1,
         max_delay_s: float = 0.0,
         queue_size: int = 100,
+        write: Callable[[Any], Any] | None = None,
     ):
         if not services:
             raise ValueError("a batcher needs at least one worker")
         self.batch_size = max(1, int(batch_size))
         self.max_delay_s = max(0.0, float(max_delay_s))
         self.queue_size = max(1, int(queue_size))
+        self.write = write
+        """Each answer → what `submit` returns (`ModelService.handle_batch`'s `write`); None: its
+        Reply."""
         # queue.Queue, not SimpleQueue: a worker was seen blocked for good in SimpleQueue.get with a
         # 1 ms timeout while 16 gRPC clients sent at once (its C lock wait never returned).
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
@@ -63,8 +67,9 @@ class Batcher:
         for t in self._threads:
             t.start()
 
-    async def submit(self, request: Request) -> Reply | RequestError:
-        """The request's own reply or refusal (never raises for the request's sake)."""
+    async def submit(self, request: Request) -> Any:
+        """The request's own reply (or written answer) or refusal (never raises for the request's
+        sake)."""
         with self._lock:
             if self._waiting >= self.queue_size:
                 return Overloaded(
@@ -109,7 +114,11 @@ class Batcher:
         while (jobs := self._take()) is not None:
             results: list[Any]
             try:
-                results = service.handle_batch([j.request for j in jobs])
+                requests = [j.request for j in jobs]
+                if self.write is None:
+                    results = service.handle_batch(requests)
+                else:
+                    results = service.handle_batch(requests, self.write)
             except Exception:  # handle_batch answers per request; this is a bug, not an input
                 log.exception("batch of %d failed", len(jobs))
                 results = [InternalError(j.request.id) for j in jobs]

@@ -5,13 +5,19 @@ Each registered model declares its Open Inference Protocol tensors once: its spe
 
     inputs(settings) -> tuple[Tensor, ...]     the input tensors it reads (metadata lists them)
     outputs(settings) -> tuple[Tensor, ...]    the output tensors its answers carry
-    native(tensors, parameters, settings) -> Native      tensors → its own request (body, headers)
-    answer(reply, settings) -> list[Output]    its own answer → output tensors
+    request_of(tensors, parameters, settings)  tensors → its kit's typed request
+    outputs_of(answer, settings) -> list[Output]         its kit's typed answer → output tensors
+    native(tensors, parameters, settings) -> Native      tensors → its own JSON wire request
+    answer(reply, settings) -> list[Output]    its own JSON wire answer → output tensors
+
+A request is read from its tensors once (`request_of`) and its answer written to tensors once
+(`outputs_of`), in the worker: nothing in between is serialised. A kit without the typed forms
+yet goes through its wire format (`native`, `answer`).
 
 Model metadata (names, datatypes, shapes) is derived from `inputs`/`outputs` with the loaded
 model's settings (labels, frequencies, image sizes), so nothing about a model is written twice.
-`to_request` is the one place an OIP request becomes the runtime-neutral `Request` that
-`ModelService` answers, exactly as TorchServe's adapter builds it from a row.
+`request` is the one place an OIP request becomes the runtime-neutral `Request` that
+`ModelService` answers.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 from handlers import registry
 from handlers.codec import Reply
 from handlers.errors import BadField, TooLarge
-from handlers.service import EXPLAIN_INPUT, Request
+from handlers.service import EXPLAIN_INPUT, Explained, Request
 from handlers.spec import TensorContract
 from handlers.tensors import Native, Output, Tensor
 from oip.edge import MAX_ELEMENTS
@@ -93,14 +99,45 @@ class Contract:
             raise BadField(f"missing input {', '.join(map(repr, missing))}")
         return arrays
 
-    def native(self, arrays: dict[str, np.ndarray], parameters: Mapping[str, Any]) -> Native:
-        return self.module.native(arrays, parameters, self.settings)
+    @property
+    def typed(self) -> bool:
+        """The kit reads typed requests from tensors and writes typed answers to them."""
+        return hasattr(self.module, "request_of") and hasattr(self.module, "outputs_of")
+
+    def request(
+        self,
+        arrays: dict[str, np.ndarray],
+        parameters: Mapping[str, Any],
+        request_id: str | None,
+        explain: bool,
+    ) -> Request:
+        """The request's tensors as the `Request` its worker answers: the kit's typed request
+        (or, for a kit without one, its JSON wire body)."""
+        if self.typed:
+            typed = self.module.request_of(arrays, parameters, self.settings)
+            return Request(None, {}, request_id, typed=typed, explain=explain)
+        return to_request(
+            self.module.native(arrays, parameters, self.settings), request_id, explain
+        )
+
+    def write(self, answer: Any) -> list[Output]:
+        """A typed answer (or an explanation) → its output tensors: `ModelService.handle_batch`'s
+        `write` for a typed kit, run in the worker."""
+        if isinstance(answer, Explained):
+            return explanation(answer.answer.reply())
+        return self.module.outputs_of(answer, self.settings)
 
     def answer(self, reply: Reply, explained: bool) -> list[Output]:
+        """A served reply → its output tensors (a kit without typed forms)."""
         if explained:
-            body = reply.body.encode() if isinstance(reply.body, str) else reply.body
-            return [Output(EXPLANATION_OUTPUT, "BYTES", np.array([body], dtype=object))]
+            return explanation(reply)
         return self.module.answer(reply, self.settings)
+
+
+def explanation(reply: Reply) -> list[Output]:
+    """An explained request's one output: the model's explanation, as its JSON."""
+    body = reply.body.encode() if isinstance(reply.body, str) else reply.body
+    return [Output(EXPLANATION_OUTPUT, "BYTES", np.array([body], dtype=object))]
 
 
 def decode(item: Any) -> np.ndarray:

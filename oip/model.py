@@ -1,6 +1,6 @@
-"""The KServe `Model` serving one archive: a request's tensors → the model's own request
+"""The KServe `Model` serving one archive: a request's tensors → the kit's typed request
 (oip/contract.py) → the batcher's workers (oip/batcher.py, each a `ModelService`, as TorchServe's
-workers are) → the answer as tensors; each refusal the catalogue's (oip/refusals.py), its batch
+workers are), which write each answer as its tensors; each refusal the catalogue's (oip/refusals.py), its batch
 neighbours answered. Imports KServe (the OIP venv)."""
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from oip.contract import (
     EXPLANATION_OUTPUT,
     Contract,
     parameters_of,
-    to_request,
 )
 from oip.loading import worker_devices
 from oip.refusals import refused_class, request_id_of
@@ -81,7 +80,7 @@ class ServedModel(kserve.Model):
             parameters = parameters_of(payload.parameters)
             explain = flag(parameters, EXPLAIN_PARAMETER)
             arrays = contract.read_inputs(list(payload.inputs))
-            request = to_request(contract.native(arrays, parameters), request_id, explain)
+            request = contract.request(arrays, parameters, request_id, explain)
         except Unauthorized as err:
             raise Refused(err, request_id) from None
         except RequestError as err:  # the tensors' refusal: counted as the model's own are
@@ -90,7 +89,7 @@ class ServedModel(kserve.Model):
         result = await self.batcher.submit(request)
         if isinstance(result, RequestError):
             raise Refused(result, request_id)
-        outputs = contract.answer(result, explain)
+        outputs = result if contract.typed else contract.answer(result, explain)
         infer_outputs = []
         for out in outputs:
             if wanted and out.name not in wanted:
@@ -137,6 +136,7 @@ def build_model(
         batch_size=archive.batch_size,
         max_delay_s=archive.max_batch_delay_ms / 1000.0,
         queue_size=archive.job_queue_size,
+        write=contract.write if contract.typed else None,
     )
     version = str(getattr(services[0].settings, "version", "") or "")
     return ServedModel(name, contract, batcher, telemetry, token, version)

@@ -206,3 +206,41 @@ def test_texts_as_a_bytes_tensor_are_the_json_texts_request(service):
         [Request(oip.native({"text": np.array([b" "], dtype=object)}, {}, settings).body, JSON)]
     )
     assert (empty.status, empty.kind) == (400, "empty_input")
+
+
+def test_the_typed_forms_round_trip_and_an_oip_infer_does_no_json(service, monkeypatch):
+    """The kit's typed request and answer (inputs.TextRequest, codec.Classification): the JSON,
+    tensor and row forms carry the same values, and the OIP contract path (tensors → typed
+    request → the worker → tensors) parses and writes no JSON at all."""
+    from handlers.kits.text.codec import Classification
+    from handlers.kits.text.inputs import TextRequest
+    from oip.contract import Contract
+    from tests.support.json_calls import json_calls
+
+    settings = service.settings
+    texts = ["A fine film.", "Dull, \u00e9 overlong."]
+    typed = TextRequest.from_tensors({"text": np.array([t.encode() for t in texts], dtype=object)})
+    assert typed.to_json() == {"texts": texts}
+    [answer] = service.handle_batch([Request(None, typed=typed)], write=lambda a: a)
+    assert isinstance(answer, Classification)
+    [reply] = ask(service, {"texts": texts})
+    assert Classification.from_json(reply.body) == answer and answer.to_json() == reply.body
+    assert answer.to_row() == json.loads(reply.body)
+    [one] = service.handle_batch(
+        [Request(None, typed=TextRequest((texts[0],), many=False))], lambda a: a
+    )
+    assert one.to_row() == json.loads(ask(service, {"text": texts[0]})[0].body)
+
+    contract = Contract(service.model.name, settings)
+    assert contract.typed
+    item = type("Input", (), {"name": "text", "datatype": "BYTES", "shape": [2], "data": texts})
+    with json_calls(monkeypatch) as calls:
+        arrays = contract.read_inputs([item])
+        request = contract.request(arrays, {}, "r1", explain=False)
+        [outputs] = service.handle_batch([request], contract.write)
+    assert not calls, calls
+    assert request.body is None and isinstance(request.typed, TextRequest)
+    want = answer.to_tensors(settings.labels)
+    assert [o.name for o in outputs] == [o.name for o in want]
+    for got, expected in zip(outputs, want, strict=True):
+        assert got.datatype == expected.datatype and np.array_equal(got.data, expected.data)

@@ -1,6 +1,7 @@
-"""The text kit's JSON contract, both directions: clients build requests and read answers with it,
-the server decodes requests (inputs.parse_texts) and encodes answers with it (`Classification`, the
-one encoding of an answer: what the server sends and what the round-trip test reads back).
+"""The text kit's contract, both directions: clients build requests and read answers with it, the
+server decodes requests (inputs.py: `TextRequest` and its forms) and writes answers with it
+(`Classification`, the answer type, and its forms: the JSON body TorchServe sends, the tensors the
+Open Inference Protocol sends, the row scoring writes; each written once from the answer).
 
 Request: {"text": "..."} (one answer), {"texts": [...]} (a list of answers), or a text/plain body.
 Answer: {"label", "probabilities" {label: p}, "uncertainty" {...}, "truncated", "model"}.
@@ -12,8 +13,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from handlers.codec import Reply
 from handlers.kits.text.inputs import TextRequest, parse_texts
+from handlers.tensors import Output, classification_answer
 
 __all__ = ["Classification", "TextAnswer", "TextRequest", "decode_answer", "parse_texts"]
 
@@ -44,6 +48,25 @@ class Classification:
     def reply(self) -> Reply:
         """The served answer (TextModel.reply)."""
         return Reply(self.to_json(), "application/json", {})
+
+    def to_row(self) -> dict | list[dict]:
+        """The answer as scoring writes it: the served JSON's value, without the JSON."""
+        return self.to_body()
+
+    def to_tensors(self, labels: Sequence[str]) -> list[Output]:
+        """One row per text: the classification tensors and `truncated` (values as answered)."""
+        rows = list(self.predictions)
+        return [
+            *classification_answer(rows, labels),
+            Output("truncated", "BOOL", np.array([bool(r["truncated"]) for r in rows])),
+        ]
+
+    @classmethod
+    def from_json(cls, body: str | bytes) -> Classification:
+        """A served JSON answer read back (a client's view)."""
+        parsed = json.loads(body)
+        many = isinstance(parsed, list)
+        return cls(tuple(parsed) if many else (parsed,), many)
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,22 @@
-"""The text kit's requests: a decoded body → the texts to classify, checked against the served
-limits (its bad-input cases: not a string, empty or blank, not valid Unicode, too many bytes, too
-many texts, a body of the wrong shape; the body that is not UTF-8 is handlers/codec.py's).
+"""The text kit's request type, `TextRequest`, and its forms: from a decoded JSON or text body
+(`parse_texts`), from the BYTES tensor `text` (`from_tensors`), to the JSON body a client sends
+(`to_json`); every form is checked against the served limits (its bad-input cases: not a string,
+empty or blank, not valid Unicode, too many bytes, too many texts, a body of the wrong shape; the
+body that is not UTF-8 is handlers/codec.py's, a tensor element that is not, handlers/tensors.py's).
 
 Accepted: {"text": "..."} → one result; a text/plain body → one result; {"texts": [...]} → a list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from handlers.codec import Payload
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge
+from handlers.tensors import texts as tensor_texts
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,23 @@ class TextRequest:
     pieces: tuple[list[int], ...] = ()
     """Each text's token ids (TextEncoder.pieces), tokenized once at parse: they price the
     request (its budget) and become the runtime's input."""
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, np.ndarray]) -> TextRequest:
+        """The BYTES tensor `text`, one text per element: as a {"texts": [...]} request (a list
+        of answers), not yet checked (`checked`)."""
+        return cls(tuple(tensor_texts(tensors["text"], "text")), many=True)
+
+    def checked(self, max_bytes: int, max_texts: int) -> TextRequest:
+        """The same request, checked against the limits as its JSON body would be."""
+        if self.many:
+            return TextRequest(check_texts(self.texts, max_bytes, max_texts), True, self.pieces)
+        [text] = self.texts
+        return TextRequest((check_text(text, max_bytes),), False, self.pieces)
+
+    def to_json(self) -> dict:
+        """The JSON body a client sends: {"texts": [...]}, or {"text": ...} for one answer."""
+        return {"texts": list(self.texts)} if self.many else {"text": self.texts[0]}
 
 
 def check_text(text: object, max_bytes: int, where: str = "text") -> str:
@@ -55,14 +78,17 @@ def parse_texts(payload: Payload, max_bytes: int, max_texts: int) -> TextRequest
         texts = body["texts"]
         if not isinstance(texts, list):
             raise BadField(f'"texts" must be a list of strings, not {_json_type(texts)}')
-        if not texts:
-            raise EmptyInput('"texts" is an empty list')
-        if len(texts) > max_texts:
-            raise TooLarge(f'"texts" has {len(texts)} items; the limit is {max_texts}')
-        return TextRequest(
-            tuple(check_text(t, max_bytes, f"texts[{i}]") for i, t in enumerate(texts)), many=True
-        )
+        return TextRequest(check_texts(texts, max_bytes, max_texts), many=True)
     raise BadField('the JSON body needs a "text" string or a "texts" list')
+
+
+def check_texts(texts: Sequence[object], max_bytes: int, max_texts: int) -> tuple[str, ...]:
+    """A "texts" list's items, checked: at least one, at most `max_texts`, each a text."""
+    if not texts:
+        raise EmptyInput('"texts" is an empty list')
+    if len(texts) > max_texts:
+        raise TooLarge(f'"texts" has {len(texts)} items; the limit is {max_texts}')
+    return tuple(check_text(t, max_bytes, f"texts[{i}]") for i, t in enumerate(texts))
 
 
 def _json_type(value: object) -> str:

@@ -51,9 +51,13 @@ class TextModel(PredictorModel[TextPredictor]):
 
     def parse(self, request: Request) -> TextRequest:
         """Texts checked against the limits and tokenized once: the ids both price the request
-        against the batch's token budget and become the runtime's input."""
-        payload = decode_request(request)
-        texts = parse_texts(payload, self.settings.max_text_bytes, self.settings.max_texts)
+        against the batch's token budget and become the runtime's input. A typed request (read
+        from tensors) is checked as its JSON body would be; a body is decoded once."""
+        s = self.settings
+        if isinstance(request.typed, TextRequest):
+            texts = request.typed.checked(s.max_text_bytes, s.max_texts)
+        else:
+            texts = parse_texts(decode_request(request), s.max_text_bytes, s.max_texts)
         return replace(texts, pieces=tuple(self.predictor.encoder.pieces(texts.texts)))
 
     def pieces(self, request: TextRequest) -> Sequence[list[int]]:

@@ -1,6 +1,8 @@
 """The text kit's tensor contract (handlers/tensors.py; served by oip/): each element of the BYTES
-input `text` is one text (UTF-8), sent on as the {"texts": [...]} body a JSON client sends; the
-answer has one row per text, in order: the classification tensors and `truncated`."""
+input `text` is one text (UTF-8), read as a {"texts": [...]} request (`TextRequest.from_tensors`);
+the answer has one row per text, in order: the classification tensors and `truncated`
+(`Classification.to_tensors`). `native` and `answer` are the same forms through the JSON wire
+(what a TorchServe client sends and reads)."""
 
 from __future__ import annotations
 
@@ -9,18 +11,10 @@ from typing import Any
 import numpy as np
 
 from handlers.codec import Reply
-from handlers.kits.text.codec import request_json
+from handlers.kits.text.codec import Classification
+from handlers.kits.text.inputs import TextRequest
 from handlers.kits.text.settings import TextSettings
-from handlers.tensors import (
-    Native,
-    Output,
-    Tensor,
-    answer_rows,
-    classification_answer,
-    classification_outputs,
-    json_body,
-    texts,
-)
+from handlers.tensors import Native, Output, Tensor, classification_outputs, json_body
 
 
 def inputs(settings: TextSettings) -> tuple[Tensor, ...]:
@@ -31,19 +25,24 @@ def outputs(settings: TextSettings) -> tuple[Tensor, ...]:
     return (*classification_outputs(settings.labels), Tensor("truncated", "BOOL", (-1,)))
 
 
+def request_of(
+    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TextSettings
+) -> TextRequest:
+    """The texts as the kit's request (the model checks its limits, as for a JSON body)."""
+    return TextRequest.from_tensors(tensors)
+
+
+def outputs_of(answer: Classification, settings: TextSettings) -> list[Output]:
+    return answer.to_tensors(settings.labels)
+
+
 def native(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TextSettings
 ) -> Native:
     """The texts as the {"texts": [...]} body a JSON client sends (its checks and limits apply)."""
-    return Native(
-        json_body(request_json(texts(tensors["text"], "text"))),
-        {"Content-Type": "application/json"},
-    )
+    body = json_body(request_of(tensors, parameters, settings).to_json())
+    return Native(body, {"Content-Type": "application/json"})
 
 
 def answer(reply: Reply, settings: TextSettings) -> list[Output]:
-    rows = answer_rows(reply.body)
-    return [
-        *classification_answer(rows, settings.labels),
-        Output("truncated", "BOOL", np.array([bool(r["truncated"]) for r in rows])),
-    ]
+    return outputs_of(Classification.from_json(reply.body), settings)
