@@ -1,6 +1,8 @@
 """The tabular model's tensor contract (handlers/tensors.py; served by oip/): one input per
 feature of its schema, named as the feature (FP64 for numbers, BYTES for categories; an optional
-feature's input may be left out), one element per record; the answer has one row per record."""
+feature's input may be left out), one element per record, read as a {"records": [...]} request
+(`Records.from_tensors`); the answer has one row per record (`Answers.to_tensors`). `native` and
+`answer` are the same forms through the JSON wire (what a TorchServe client sends and reads)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import numpy as np
 
 from handlers import tensors as t
 from handlers.codec import Reply
-from handlers.errors import BadField
-from handlers.kits.tabular import CATEGORY, RECORDS_KEY, distance
+from handlers.kits.tabular import CATEGORY, distance
+from handlers.kits.tabular.records import Answers, Records
 from handlers.tabular.settings import TabularSettings
 
 
@@ -28,22 +30,24 @@ def outputs(settings: TabularSettings) -> tuple[t.Tensor, ...]:
     return (*t.classification_outputs(settings.export.classes), *distance.OUTPUTS)
 
 
+def request_of(
+    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TabularSettings
+) -> Records:
+    """The columns as the kit's request (the model checks them by the schema, as a JSON body)."""
+    return Records.from_tensors(tensors, settings.export.schema)
+
+
+def outputs_of(answer: Answers, settings: TabularSettings) -> list[t.Output]:
+    return answer.to_tensors(settings.export.classes)
+
+
 def native(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TabularSettings
 ) -> t.Native:
     """The columns as the {"records": [...]} body a JSON client sends (the schema's checks apply)."""
-    kinds = {f.name: f.kind for f in settings.export.schema.features}
-    columns = {
-        n: t.texts(a, n) if kinds[n] == CATEGORY else a.reshape(-1).tolist()
-        for n, a in tensors.items()
-    }
-    sizes = {len(c) for c in columns.values()}
-    if len(sizes) != 1 or 0 in sizes:
-        raise BadField("every input must hold one element per record, at least one record")
-    records = [{n: c[i] for n, c in columns.items()} for i in range(sizes.pop())]
-    return t.Native(t.json_body({RECORDS_KEY: records}), {"Content-Type": "application/json"})
+    body = t.json_body(request_of(tensors, parameters, settings).to_json())
+    return t.Native(body, {"Content-Type": "application/json"})
 
 
 def answer(reply: Reply, settings: TabularSettings) -> list[t.Output]:
-    rows = t.answer_rows(reply.body)
-    return [*t.classification_answer(rows, settings.export.classes), *distance.outputs(rows)]
+    return outputs_of(Answers.from_json(reply.body), settings)

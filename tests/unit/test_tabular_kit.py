@@ -298,3 +298,51 @@ def test_every_tabular_model_prices_a_batch_before_it_runs(served_model):
     assert isinstance(results[-1], Overloaded) and results[-1].status == 503
     assert not any(isinstance(r, RequestError) for r in results[:-1])
     assert len(calls) == 1
+
+
+def test_every_tabular_models_typed_forms_round_trip_and_an_oip_infer_does_no_json(
+    served_model, monkeypatch
+):
+    """The kit's typed request and answer (records.Records, records.Answers): the JSON, tensor
+    and row forms carry the same values, and the OIP contract path (tensors → typed request → the
+    worker → tensors) parses and writes no JSON at all."""
+    from handlers.kits.tabular.records import Answers, Records
+    from oip.contract import Contract
+    from tests.support.json_calls import json_calls
+
+    model = served_model.model
+    example = tools.get(model.name).example()
+    records = [example, example]
+    kinds = {f.name: f.kind for f in model.schema.features}
+    columns = {n: [r[n] for r in records] for n in example}
+    arrays = {
+        n: np.array([str(v).encode() for v in c], dtype=object)
+        if kinds[n] == "category"
+        else np.array(c, np.float64)
+        for n, c in columns.items()
+    }
+    typed = Records.from_tensors(arrays, model.schema)
+    assert typed.to_json() == {"records": json.loads(json.dumps(records))}
+    [answer] = served_model.handle_batch([Request(None, typed=typed)], write=lambda a: a)
+    assert isinstance(answer, Answers)
+    [reply] = served_model.handle_batch([json_request({"records": records})])
+    assert Answers.from_json(reply.body) == answer and answer.to_json() == reply.body
+    assert answer.to_row() == json.loads(reply.body)
+
+    contract = Contract(model.name, model.settings)
+    assert contract.typed
+    items = [
+        type("Input", (), {"name": n, "datatype": "BYTES" if kinds[n] == "category" else "FP64",
+                           "shape": [2], "data": [str(v) if kinds[n] == "category" else v
+                                                  for v in c]})
+        for n, c in columns.items()
+    ]  # fmt: skip
+    with json_calls(monkeypatch) as calls:
+        request = contract.request(contract.read_inputs(items), {}, "r1", explain=False)
+        [outputs] = served_model.handle_batch([request], contract.write)
+    assert not calls, calls
+    assert request.body is None and isinstance(request.typed, Records)
+    want = answer.to_tensors(model.settings.export.classes)
+    assert [o.name for o in outputs] == [o.name for o in want]
+    for got, expected in zip(outputs, want, strict=True):
+        assert got.datatype == expected.datatype and np.array_equal(got.data, expected.data)

@@ -90,6 +90,9 @@ class TabularModel:
         return out[self.export.output_name], out[self.export.features_name]
 
     def parse(self, request: Request) -> Records:
+        """The body read once, or a typed request (read from tensors) checked as its body would be."""
+        if isinstance(request.typed, Records):
+            return request.typed.checked(self.schema, self.settings.max_records)
         return read_records(request, self.schema, self.settings.max_records)
 
     def classify(self, rows: list[dict[str, Any]]) -> list[dict]:

@@ -1,7 +1,9 @@
-"""A request's records and its answer: one record as a JSON object `{"feature": value, ...}`, many
-as `{"records": [{...}, ...]}` (answered with a list), or `text/csv` with a header row and one row
-per record (always a list); counted against `max_records` before any record is checked, each record
-checked by the schema (schema.py). A batch's records go through the graph in one call (`rows_of`)
+"""A request's records and its answer, the kit's typed request (`Records`) and answer (`Answers`)
+with their forms: one record as a JSON object `{"feature": value, ...}`, many as
+`{"records": [{...}, ...]}` (answered with a list), or `text/csv` with a header row and one row
+per record (always a list), or one tensor per feature (`Records.from_tensors`; the answer's
+`to_tensors`), or a scoring row (`Answers.to_row`); counted against `max_records` before any
+record is checked, each record checked by the schema (schema.py). A batch's records go through the graph in one call (`rows_of`)
 and come back as each request's `Answers` (`answered`). A request's cost is known once its body
 is read: its records for a prediction, records x forward passes for an explanation
 (`records_budget`, `explanation_budget`)."""
@@ -15,11 +17,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from handlers import codec
 from handlers.budget import Budget
 from handlers.codec import Reply
 from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge
-from handlers.kits.tabular.schema import Schema
+from handlers.kits.tabular.distance import outputs as distance_outputs
+from handlers.kits.tabular.schema import CATEGORY, Schema
+from handlers.tensors import Output, classification_answer, texts
 
 if TYPE_CHECKING:
     from handlers.service import Request
@@ -31,11 +37,36 @@ JSON = "application/json"
 
 @dataclass(frozen=True)
 class Records:
-    """A request's records, checked (each a complete {feature: value} in schema order)."""
+    """A request's records, checked (each a complete {feature: value} in schema order) once the
+    model parsed it (`read_records`, `checked`)."""
 
     rows: tuple[dict[str, Any], ...]
     many: bool
     """Sent as {"records": [...]} or CSV: answered with a list."""
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, np.ndarray], schema: Schema) -> Records:
+        """One tensor per feature, one element per record: as a {"records": [...]} request, not
+        yet checked (`checked`)."""
+        kinds = {f.name: f.kind for f in schema.features}
+        columns = {
+            n: texts(a, n) if kinds[n] == CATEGORY else a.reshape(-1).tolist()
+            for n, a in tensors.items()
+        }
+        sizes = {len(c) for c in columns.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise BadField("every input must hold one element per record, at least one record")
+        return cls(tuple({n: c[i] for n, c in columns.items()} for i in range(sizes.pop())), True)
+
+    def checked(self, schema: Schema, max_records: int) -> Records:
+        """The same request, checked as its JSON body would be."""
+        if self.many:
+            return check_records(list(self.rows), schema, max_records)
+        return Records((schema.check(self.rows[0], "the record"),), False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON body a client sends."""
+        return {RECORDS_KEY: list(self.rows)} if self.many else self.rows[0]
 
     @property
     def cost(self) -> int:
@@ -50,8 +81,28 @@ class Answers:
     rows: tuple[dict, ...]
     many: bool
 
+    def to_row(self) -> dict | list[dict]:
+        """The answer as scoring writes it: the served JSON's value, without the JSON."""
+        return list(self.rows) if self.many else self.rows[0]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_row())
+
     def reply(self) -> Reply:
-        return Reply(json.dumps(list(self.rows) if self.many else self.rows[0]), JSON, {})
+        return Reply(self.to_json(), JSON, {})
+
+    def to_tensors(self, classes: Sequence[str]) -> list[Output]:
+        """One row per record: the classification tensors and the distance's (values as
+        answered)."""
+        rows = list(self.rows)
+        return [*classification_answer(rows, classes), *distance_outputs(rows)]
+
+    @classmethod
+    def from_json(cls, body: str | bytes) -> Answers:
+        """A served JSON answer read back (a client's view)."""
+        parsed = json.loads(body)
+        many = isinstance(parsed, list)
+        return cls(tuple(parsed) if many else (parsed,), many)
 
 
 def records_budget(budget: int) -> Budget:
@@ -94,14 +145,18 @@ def read_records(request: Request, schema: Schema, max_records: int) -> Records:
         return _from_csv(payload.value, schema, max_records)
     body = payload.value
     if isinstance(body, dict) and set(body) == {RECORDS_KEY}:
-        records = body[RECORDS_KEY]
-        if not isinstance(records, list) or not records:
-            raise BadField(f"{RECORDS_KEY!r} must be a non-empty list of records")
-        _count(len(records), max_records)
-        return Records(tuple(schema.check(r, f"record {i}") for i, r in enumerate(records)), True)
+        return check_records(body[RECORDS_KEY], schema, max_records)
     if not isinstance(body, dict):
         raise BadField('the JSON body must be one record (an object) or {"records": [...]}')
     return Records((schema.check(body, "the record"),), False)
+
+
+def check_records(records: Any, schema: Schema, max_records: int) -> Records:
+    """A "records" list, checked: a non-empty list, at most `max_records`, each by the schema."""
+    if not isinstance(records, list) or not records:
+        raise BadField(f"{RECORDS_KEY!r} must be a non-empty list of records")
+    _count(len(records), max_records)
+    return Records(tuple(schema.check(r, f"record {i}") for i, r in enumerate(records)), True)
 
 
 def _count(n: int, limit: int) -> None:
