@@ -44,14 +44,14 @@ def answer_rows(
     tries: int = RETRY_TRIES,
 ) -> list[dict]:
     """Each row as a request's JSON body, run in batches of `batch_size` through the service: the
-        served JSON answer, or a refused row's error body with its `status`.
+    answer's row (its typed answer's `to_row`: the served JSON's value, never serialised in
+    between), or a refused row's error body with its `status`.
 
-        A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
-        neighbours) is never the row's answer: such rows run again, in batches cut to the size the
-        budget admitted (a batch's first request is always admitted, so a batch of one row within the
-        model's limits is answered), with a backoff whenever a round answers none of them. An answer
-    is its typed answer's row (`to_row`): the served JSON's value, never serialised in between. Rows still
-        refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
+    A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
+    neighbours) is never the row's answer: such rows run again, in batches cut to the size the
+    budget admitted (a batch's first request is always admitted, so a batch of one row within the
+    model's limits is answered), with a backoff whenever a round answers none of them. Rows still
+    refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
     rids = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(rows)
 
     def write(answer: Any) -> Any:

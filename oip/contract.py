@@ -114,18 +114,22 @@ class Contract:
         """The request's tensors as the `Request` its worker answers: the kit's typed request
         (or, for a kit without one, its JSON wire body)."""
         if self.typed:
-            typed = self.module.request_of(arrays, parameters, self.settings)
+            kit: Any = self.module  # a typed kit's contract: request_of and outputs_of
+            typed = kit.request_of(arrays, parameters, self.settings)
             return Request(None, {}, request_id, typed=typed, explain=explain)
-        return to_request(
-            self.module.native(arrays, parameters, self.settings), request_id, explain
-        )
+        return to_request(self.native(arrays, parameters), request_id, explain)
+
+    def native(self, arrays: dict[str, np.ndarray], parameters: Mapping[str, Any]) -> Native:
+        """The request's tensors as the wire request a TorchServe client sends."""
+        return self.module.native(arrays, parameters, self.settings)
 
     def write(self, answer: Any) -> list[Output]:
         """A typed answer (or an explanation) → its output tensors: `ModelService.handle_batch`'s
         `write` for a typed kit, run in the worker."""
         if isinstance(answer, Explained):
             return explanation(answer.answer.reply())
-        return self.module.outputs_of(answer, self.settings)
+        kit: Any = self.module
+        return kit.outputs_of(answer, self.settings)
 
     def answer(self, reply: Reply, explained: bool) -> list[Output]:
         """A served reply → its output tensors (a kit without typed forms)."""
