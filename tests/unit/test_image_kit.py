@@ -212,3 +212,57 @@ def test_explanations_are_priced_per_request_and_per_batch(model, service):
     assert results[0].content_type == "application/json", results[0]
     if 2 * cost * len(fits["images"]) > s.max_batch_explain_passes:
         assert (results[1].status, results[1].kind) == (503, "overloaded"), results[1]
+
+
+def test_the_typed_forms_are_the_wires_and_an_oip_infer_does_no_json(model, service, monkeypatch):
+    """The kit's typed request and answer (decode.ImageInput, classifier.ImageAnswer): the OIP
+    contract path (tensors → typed request → the worker → tensors) gives the JSON answer's tensors
+    to the bit, for encoded images and grids, its row is the JSON answer's value, and it parses
+    and writes no JSON at all (no base64 either)."""
+    from handlers.kits.image.classifier import ImageAnswer
+    from handlers.kits.image.decode import ImageInput
+    from oip.contract import Contract
+    from tests.support.json_calls import json_calls
+
+    name, _ = model
+    s = service.settings
+    contract = Contract(name, s)
+    assert contract.typed
+    h, w = s.export.native_size
+    grid = np.arange(h * w, dtype=np.float32).reshape(1, h, w) % (s.export.pixel_max + 1)
+    digit = Image.fromarray((np.arange(40 * 30) % 256).astype(np.uint8).reshape(40, 30))
+    files = [encoded(digit, "PNG"), encoded(digit.rotate(90, expand=True), "JPEG")]
+    Item = type("Input", (), {})
+    for inputs in (
+        {"grid": ("FP32", grid)},
+        {"image": ("BYTES", np.array(files, dtype=object))},
+    ):
+        arrays = {n: a for n, (_, a) in inputs.items()}
+        [reply] = service.handle_batch([Request(**vars(contract.native(arrays, {})))])
+        want = contract.answer(reply, False)
+        items = []
+        for n, (datatype, a) in inputs.items():
+            item = Item()
+            item.name, item.datatype, item.shape, item.data = n, datatype, list(a.shape), a.tolist()
+            items.append(item)
+        with json_calls(monkeypatch) as calls, monkeypatch.context() as patch:
+            patch.setattr(base64, "b64decode", None)  # never called on the typed path
+            patch.setattr(base64, "b64encode", None)
+            request = contract.request(contract.read_inputs(items), {}, "r", False)
+            [outputs] = service.handle_batch([request], contract.write)
+        assert not calls, calls
+        assert request.body is None and isinstance(request.typed, ImageInput)
+        assert [o.name for o in outputs] == [o.name for o in want]
+        for got, expected in zip(outputs, want, strict=True):
+            assert got.datatype == expected.datatype, got.name
+            if got.data.dtype == object:
+                assert got.data.tolist() == expected.data.tolist(), got.name
+            else:
+                assert got.data.dtype == expected.data.dtype, got.name
+                assert got.data.tobytes() == expected.data.tobytes(), got.name
+    [answer] = service.handle_batch(
+        [as_request({"images": [b64(f) for f in files]}, {})], lambda a: a
+    )
+    assert isinstance(answer, ImageAnswer)
+    [reply] = ask(service, {"images": [b64(f) for f in files]})
+    assert answer.to_row() == json.loads(reply.body)

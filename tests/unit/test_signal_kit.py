@@ -289,3 +289,55 @@ def test_the_envelope_refuses_altered_foreign_stale_and_expired_states():
     timeless = envelope(max_age_s=None)
     now[0] += 10**6
     assert timeless.open(timeless.seal(b"abcd"), size) == b"abcd"  # never expires
+
+
+def test_the_typed_forms_are_the_wires_and_an_oip_infer_writes_no_body(model, service, monkeypatch):
+    """The kit's typed request and answer (codec.SignalInput, predict.Extraction): the OIP contract
+    path (tensors → typed request → the worker → tensors) gives the float32 answer's tensors to the
+    bit, its row is the JSON answer's value, and it writes and parses no body at all: no JSON call,
+    no float32 body or answer encoded or decoded."""
+    from collections import Counter
+
+    from handlers import codec as bodies
+    from handlers.kits.signal.predict import Extraction
+    from oip.contract import Contract
+    from tests.support.json_calls import json_calls
+
+    name, _ = model
+    s = service.settings
+    x = wave(service, 250)
+    contract = Contract(name, s)
+    assert contract.typed
+    wire: Counter = Counter()
+    for module, fn in ((codec, "request_float32"), (codec, "answer_float32"),
+                       (codec, "decode_answer"), (bodies, "decode_request")):  # fmt: skip
+        real = getattr(module, fn)
+
+        def counted(*args, _real=real, _fn=fn, **kwargs):
+            wire[_fn] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, fn, counted)
+    item = type(
+        "Input", (), {"name": "signal", "datatype": "FP32", "shape": [250], "data": x.tolist()}
+    )
+    for parameters in ({"frequencies": f"{s.frequencies[0]:g}"}, {"band": False}, {}):
+        [reply] = service.handle_batch(
+            [Request(**vars(contract.native({"signal": x}, parameters)))]
+        )
+        want = contract.answer(reply, False)
+        wire.clear()
+        with json_calls(monkeypatch) as calls:
+            request = contract.request(contract.read_inputs([item]), parameters, "r", False)
+            [outputs] = service.handle_batch([request], contract.write)
+        assert not calls and not wire, (calls, wire)
+        assert request.body is None and isinstance(request.typed, codec.SignalInput)
+        assert [o.name for o in outputs] == [o.name for o in want], parameters
+        for got, expected in zip(outputs, want, strict=True):
+            assert got.datatype == expected.datatype, got.name
+            assert got.data.dtype == expected.data.dtype and got.data.shape == expected.data.shape
+            assert got.data.tobytes() == expected.data.tobytes(), (parameters, got.name)
+    [answer] = service.handle_batch([as_request({"signal": x.tolist()})], lambda a: a)
+    assert isinstance(answer, Extraction)
+    [reply] = ask(service, {"signal": x.tolist()})
+    assert answer.to_row() == json.loads(reply.body)

@@ -14,7 +14,8 @@ seed), so an image's entropy, mutual information and std do not depend on its ba
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
+from handlers.tensors import Output
 from handlers.uncertainty import SCORES, MLPHead, classify_with_uncertainty
 
 
@@ -70,6 +72,49 @@ class ImageAnswer:
     predictions: tuple[Classification, ...]
     many: bool
     """The request sent {"images": [...]}: the body is a list."""
+    model: Mapping[str, str] = field(default_factory=dict)
+    """The `model` block of each row (name, version, arch)."""
+
+    def to_body(self) -> dict | list[dict]:
+        """The JSON answer's value: one row per image, or the row alone for {"image": ...}."""
+        rows = [
+            {
+                "label": c.label,
+                "probabilities": c.probabilities,
+                "uncertainty": c.uncertainty(),
+                "polarity": c.polarity,
+                "digits_found": c.digits_found,
+                "model": dict(self.model),
+            }
+            for c in self.predictions
+        ]
+        return rows if self.many else rows[0]
+
+    def to_row(self) -> dict | list[dict]:
+        """The answer as scoring writes it: the served JSON's value, without the JSON."""
+        return self.to_body()
+
+    def reply(self) -> Reply:
+        return Reply(json.dumps(self.to_body()), "application/json", {})
+
+    def to_tensors(self, labels: Sequence[str]) -> list[Output]:
+        """One row per image: the classification tensors and `polarity` (values as answered)."""
+        p = self.predictions
+        return [
+            Output("label", "BYTES", np.array([c.label.encode() for c in p], dtype=object)),
+            Output(
+                "probabilities",
+                "FP64",
+                np.array([[c.probabilities[lab] for lab in labels] for c in p], np.float64).reshape(
+                    len(p), len(labels)
+                ),
+            ),  # fmt: skip
+            *(
+                Output(name, "FP64", np.array([getattr(c, name) for c in p], np.float64))
+                for name in SCORES
+            ),
+            Output("polarity", "BYTES", np.array([c.polarity.encode() for c in p], dtype=object)),
+        ]
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -209,29 +254,14 @@ class ImagePredictor(Predictor[ImageSettings]):
         run = [r for r in admitted if isinstance(r, ImageRequest)]
         answers = iter(self.classify([g for r in run for g in r.images]))
         return [
-            ImageAnswer(tuple(next(answers) for _ in r.images), r.many)
+            ImageAnswer(tuple(next(answers) for _ in r.images), r.many, self.model_info)
             if isinstance(r, ImageRequest)
             else r
             for r in admitted
         ]
 
-    # The answer's side: the one place an answer is serialised.
-    def body(self, answer: ImageAnswer) -> dict | list[dict]:
-        rows = [
-            {
-                "label": c.label,
-                "probabilities": c.probabilities,
-                "uncertainty": c.uncertainty(),
-                "polarity": c.polarity,
-                "digits_found": c.digits_found,
-                "model": dict(self.model_info),
-            }
-            for c in answer.predictions
-        ]
-        return rows if answer.many else rows[0]
-
     def reply(self, answer: ImageAnswer) -> Reply:
-        return Reply(json.dumps(self.body(answer)), "application/json", {})
+        return answer.reply()
 
     @staticmethod
     def report(answers: list[ImageAnswer], telemetry: Any) -> None:

@@ -289,11 +289,13 @@ def decode_grid(value: list, settings: ImageSettings, where: str) -> np.ndarray:
     return (grid / export.pixel_max).astype(np.float32)
 
 
-def _base64_image(value: str, settings: ImageSettings, where: str) -> EncodedImage:
-    if len(value) > (settings.max_image_bytes + 2) // 3 * 4 + 4:
+def _base64_image(value: str | bytes, settings: ImageSettings, where: str) -> EncodedImage:
+    """A base64 image, or (read from a tensor) its bytes, checked as their base64 would be."""
+    size = len(value) if isinstance(value, str) else (len(value) + 2) // 3 * 4
+    if size > (settings.max_image_bytes + 2) // 3 * 4 + 4:
         raise TooLarge(f"{where} is longer than the base64 of {settings.max_image_bytes} bytes")
     try:
-        data = base64.b64decode(value, validate=True)
+        data = value if isinstance(value, bytes) else base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise BadEncoding(f"{where} is not a grid of numbers nor valid base64") from None
     fmt = _sniffed_format(data)
@@ -303,7 +305,7 @@ def _base64_image(value: str, settings: ImageSettings, where: str) -> EncodedIma
 
 
 def _json_image(value: Any, settings: ImageSettings, where: str) -> EncodedImage | np.ndarray:
-    if isinstance(value, str):
+    if isinstance(value, str | bytes):
         return _base64_image(value, settings, where)
     if isinstance(value, list):
         return decode_grid(value, settings, where)
@@ -315,7 +317,22 @@ def _from_json(body: Any, settings: ImageSettings) -> PendingImages:
         raise BadField('the JSON body must be an object with "image" or "images" (one of them)')
     if "image" in body:
         return PendingImages((_json_image(body["image"], settings, "'image'"),))
-    images = body["images"]
+    return _images(body["images"], settings)
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """A request read from tensors (the kit's tensor form, handlers/kits/image/oip.py): image files'
+    bytes or grids (rows of numbers), not yet checked: `checked` reads them as the
+    {"images": [...]} body holding their base64 and rows, with the same checks and messages."""
+
+    images: tuple[bytes | list, ...]
+
+    def checked(self, settings: ImageSettings) -> PendingImages:
+        return _priced(_images(list(self.images), settings), settings)
+
+
+def _images(images: Any, settings: ImageSettings) -> PendingImages:
     if not isinstance(images, list) or not images:
         raise BadField("'images' must be a non-empty list")
     if len(images) > settings.max_images:
@@ -337,6 +354,8 @@ def _priced(request: PendingImages, settings: ImageSettings) -> PendingImages:
 def read_request(request: Request, settings: ImageSettings) -> PendingImages:
     """One request → its images read from their headers, checked and priced (nothing decoded), or
     a RequestError: over `max_request_pixels` in all is 400 too_large here."""
+    if isinstance(request.typed, ImageInput):
+        return request.typed.checked(settings)
     value, kind = codec.request_body(request, binary_types=IMAGE_TYPES)
     if isinstance(value, bytes | bytearray):
         data = bytes(value)

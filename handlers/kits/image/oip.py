@@ -1,7 +1,9 @@
 """The image kit's tensor contract (handlers/tensors.py; served by oip/): encoded images (PNG, JPEG, WebP)
 as the elements of the BYTES input `image`, or grey grids in [0, pixel_max] as the FP32 or UINT8
-input `grid` (images x rows x columns); a request sends one of the two. The answer has one row
-per image, in order."""
+input `grid` (images x rows x columns); a request sends one of the two, read as the kit's request
+(`decode.ImageInput`). The answer has one row per image, in order (`ImageAnswer.to_tensors`).
+`native` and `answer` are the same forms through the JSON wire (what a TorchServe client sends
+and reads)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import numpy as np
 
 from handlers.codec import Reply
 from handlers.errors import BadField
+from handlers.kits.image.classifier import ImageAnswer
+from handlers.kits.image.decode import ImageInput
 from handlers.kits.image.settings import ImageSettings
 from handlers.tensors import (
     Native,
@@ -35,21 +39,33 @@ def outputs(settings: ImageSettings) -> tuple[Tensor, ...]:
     return (*classification_outputs(settings.export.classes), Tensor("polarity", "BYTES", (-1,)))
 
 
-def native(
+def request_of(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: ImageSettings
-) -> Native:
-    """The images as the {"images": [...]} body a JSON client sends: base64 for encoded images,
-    rows of numbers for grids (the model's own checks and limits apply)."""
+) -> ImageInput:
+    """The images as the kit's request: encoded images' bytes or grids' rows (the model checks
+    them as the {"images": [...]} body `native` builds)."""
     if ("image" in tensors) == ("grid" in tensors):
         raise BadField('send one input: "image" (encoded images) or "grid" (grey grids)')
     if "image" in tensors:
-        images: list[Any] = [
-            base64.b64encode(_encoded(item, i)).decode("ascii")
-            for i, item in enumerate(tensors["image"].reshape(-1))
-        ]
-    else:
-        images = tensors["grid"].tolist()
-    return Native(json_body({"images": images}), {"Content-Type": "application/json"})
+        return ImageInput(tuple(_encoded(x, i) for i, x in enumerate(tensors["image"].reshape(-1))))
+    return ImageInput(tuple(tensors["grid"].tolist()))
+
+
+def outputs_of(answer: ImageAnswer, settings: ImageSettings) -> list[Output]:
+    return answer.to_tensors(settings.export.classes)
+
+
+def native(
+    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: ImageSettings
+) -> Native:
+    """The same request as the {"images": [...]} body a JSON client sends: base64 for encoded
+    images, rows of numbers for grids."""
+    images = request_of(tensors, parameters, settings).images
+    return Native(
+        json_body({"images": [base64.b64encode(x).decode("ascii") if isinstance(x, bytes) else x
+                              for x in images]}),
+        {"Content-Type": "application/json"},
+    )  # fmt: skip
 
 
 def _encoded(item: Any, i: int) -> bytes:

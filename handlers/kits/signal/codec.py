@@ -238,8 +238,39 @@ def _binary_stream(request: Request) -> tuple[bool, str | None]:
     return _stream_fields(True if start is not None else None, state)
 
 
+@dataclass(frozen=True)
+class SignalInput:
+    """A request read from tensors (the kit's tensor form, handlers/kits/signal/oip.py), its
+    parameters as a float32 request's headers carry them, not yet checked: `checked` is the
+    SignalRequest a float32 body with those headers makes, with the same checks and messages."""
+
+    signal: np.ndarray
+    """(N,) float32 samples."""
+    sample_rate: str | None = None
+    frequencies: str | None = None
+    """"1,3" (None: every served one)."""
+    start: bool = False
+    state: str | None = None
+    band: bool = True
+
+    def checked(self, settings: SignalSettings) -> SignalRequest:
+        """(Its answer is written as tensors: `binary_answer`, as the float32 request asks.)"""
+        _priced(self.signal.size, settings)
+        signal = np.asarray(self.signal, "<f4").astype(np.float64)
+        rate = _sample_rate(self.sample_rate, settings)
+        freqs, selectors = _frequencies(self.frequencies, settings)
+        start, state = _stream_fields(True if self.start else None, self.state)
+        return SignalRequest(
+            _checked_signal(signal, settings), rate, freqs, selectors,
+            start, state, self.frequencies is not None, True, self.band,
+        )  # fmt: skip
+
+
 def decode_request(request: Request, settings: SignalSettings) -> SignalRequest:
-    """One request → a validated SignalRequest, or a RequestError."""
+    """One request → a validated SignalRequest, or a RequestError (a typed one, read from
+    tensors, is checked as its float32 body would be)."""
+    if isinstance(request.typed, SignalInput):
+        return request.typed.checked(settings)
     payload = codec.decode_request(request, binary_types=BINARY_TYPES)
     binary = wants_binary(request.headers)
     if payload.kind == "binary":

@@ -4,7 +4,9 @@ the FP32 input `signal` (samples); the options as request parameters (`frequenci
 input; `band` false for the signals without their std band). The answer is the float32 one
 TorchServe gives `Accept: application/octet-stream` clients: `signal` and `std` (frequencies x
 samples) exactly as computed (no `std` output when asked without the band), and a stream's next
-`state`."""
+`state`. The tensors are read as the kit's request (`codec.SignalInput`) and the answer written
+from its typed `Extraction` (`to_tensors`); `native` and `answer` are the same forms through the
+float32 wire (what a TorchServe client sends and reads)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import numpy as np
 from handlers.codec import Reply
 from handlers.errors import BadField
 from handlers.kits.signal import codec
+from handlers.kits.signal.codec import SignalInput
+from handlers.kits.signal.predict import Extraction
 from handlers.kits.signal.settings import SignalSettings
 from handlers.tensors import Native, Output, Tensor, flag, texts
 
@@ -50,11 +54,11 @@ def _parameter(parameters: dict[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else f"{value:g}"
 
 
-def native(
+def request_of(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: SignalSettings
-) -> Native:
-    """The float32 request a binary client sends: the samples as the body, the options as its
-    headers (the model's own checks and limits apply)."""
+) -> SignalInput:
+    """The samples and options as the kit's request: what the float32 request `native` builds
+    carries (the model checks it as that body)."""
     state = _parameter(parameters, "state")
     if "state" in tensors:
         if state is not None:
@@ -62,17 +66,30 @@ def native(
         [state] = texts(tensors["state"], "state")
     signal = tensors["signal"].astype("<f4", copy=False)
     band = parameters.get("band") is None or flag(parameters, "band")
-    _, headers = codec.request_float32(
-        signal, stream=flag(parameters, "stream"), state=state, band=band
+    start = flag(parameters, "stream") and state is None
+    frequencies = _parameter(parameters, "frequencies")
+    return SignalInput(
+        signal, _parameter(parameters, "sample_rate"), frequencies, start, state, band
     )
-    for name, header in (
-        ("frequencies", codec.FREQUENCIES_HEADER),
-        ("sample_rate", codec.SAMPLE_RATE_HEADER),
+
+
+def outputs_of(answer: Extraction, settings: SignalSettings) -> list[Output]:
+    return answer.to_tensors()
+
+
+def native(
+    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: SignalSettings
+) -> Native:
+    """The same request as the float32 body a binary client sends, the options its headers."""
+    r = request_of(tensors, parameters, settings)
+    _, headers = codec.request_float32(r.signal, stream=r.start, state=r.state, band=r.band)
+    for value, header in (
+        (r.frequencies, codec.FREQUENCIES_HEADER),
+        (r.sample_rate, codec.SAMPLE_RATE_HEADER),
     ):
-        value = _parameter(parameters, name)
         if value is not None:
             headers[header] = value
-    return Native(signal.tobytes(), headers)
+    return Native(r.signal.tobytes(), headers)
 
 
 def answer(reply: Reply, settings: SignalSettings) -> list[Output]:

@@ -23,6 +23,7 @@ from handlers.kits.signal.codec import SignalRequest
 from handlers.kits.signal.settings import SignalSettings
 from handlers.kits.signal.windowing import num_windows
 from handlers.predictor import Predictor
+from handlers.tensors import Output
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,42 @@ class Extraction:
         # for 2,000 samples x 4 frequencies). The JSON is ASCII.
         return orjson.dumps(self.to_body(), option=orjson.OPT_SERIALIZE_NUMPY)
 
+    def to_row(self) -> dict:
+        """The answer as scoring writes it: the served JSON's value, without the JSON (each float32
+        sample the number its shortest decimal, as the JSON writes it, reads back as)."""
+        body = self.to_body()
+        for comp in body["components"]:
+            for key in ("signal", "std"):
+                if key in comp:
+                    comp[key] = _as_json_reads(comp[key])
+        return body
+
+    def to_tensors(self) -> list[Output]:
+        """The output tensors: the float32 answer's values (handlers/kits/signal/oip.py), its
+        figures and frequencies at the 6 significant digits its headers carry."""
+        comp = self.components
+        out = [Output("signal", "FP32", np.ascontiguousarray(comp.signal, "<f4"))]
+        if comp.std is not None:
+            out.append(Output("std", "FP32", np.ascontiguousarray(comp.std, "<f4")))
+        out += [
+            Output("frequencies", "FP64", np.array([_g(f) for f in self.frequencies], np.float64)),
+            Output("sample_rate", "INT64", np.array([self.sample_rate or 0], np.int64)),
+        ]
+        if self.residual is not None:
+            out.append(Output("residual", "FP64", np.array([_g(self.residual)], np.float64)))
+        if self.out_of_distribution is not None:
+            out.append(Output("out_of_distribution", "BOOL", np.array([self.out_of_distribution])))
+        for name in ("nonstationarity", "offset"):
+            value = getattr(self, name)
+            if value is not None:
+                out.append(Output(name, "FP64", np.array([_g(value)], np.float64)))
+        if self.state is not None:
+            out.append(Output("state", "BYTES", np.array([self.state.encode()], dtype=object)))
+            out.append(
+                Output("samples_seen", "INT64", np.array([self.samples_seen or 0], np.int64))
+            )
+        return out
+
     def reply(self) -> Reply:
         """Body, content type and headers (the codec's encoders); JSON unless the client accepts
         float32. A stream's state is in the X-Stream-State header of every answer, and in the
@@ -124,6 +161,21 @@ class Extraction:
             self.out_of_distribution, self.residual, self.nonstationarity, self.offset,
         )  # fmt: skip
         return Reply(data, codec.FLOAT32, headers)
+
+
+def _g(value: float) -> float:
+    """A figure as the float32 answer's headers carry it: 6 significant digits."""
+    return float(f"{value:.6g}")
+
+
+def _as_json_reads(samples: np.ndarray) -> list:
+    """float32 samples as the JSON answer's numbers read back: the shortest decimal of each (what
+    orjson writes, numpy's str too), read as a double; NaN and infinities are null."""
+    x = np.asarray(samples, np.float32)
+    values = x.astype(str).astype(np.float64).tolist()
+    if np.isfinite(x).all():
+        return values
+    return [v if np.isfinite(v) else None for v in values]
 
 
 _PENDING = RequestError("not answered")
