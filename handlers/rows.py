@@ -54,13 +54,6 @@ def answer_rows(
     refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
     rids = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(rows)
 
-    def write(answer: Any) -> Any:
-        """The typed answer's row (its `to_row`), or the served JSON read back (a kit without
-        one yet)."""
-        if hasattr(answer, "to_row"):
-            return answer.to_row()
-        return json.loads(service.model.reply(answer).body)
-
     answers: list[dict | None] = [None] * len(rows)
     pending, size, delay, stalls = list(range(len(rows))), max(1, batch_size), RETRY_DELAY_S, 0
     while pending:
@@ -70,7 +63,7 @@ def answer_rows(
             chunk = pending[start : start + size]
             batches += 1
             batch = [row_request(rows[i], rids[i]) for i in chunk]
-            for i, result in zip(chunk, service.handle_batch(batch, write), strict=True):
+            for i, result in zip(chunk, service.handle_batch(batch, to_row), strict=True):
                 if isinstance(result, RequestError) and KINDS[result.kind].retryable:
                     retry.append(i)
                 elif isinstance(result, RequestError):
@@ -114,3 +107,8 @@ def plain(value: Any) -> Any:
             else:
                 target.append(item)
     return out
+
+
+def to_row(answer: Any) -> Any:
+    """A typed answer's row (its kit's `to_row`): the served JSON's value, not serialised."""
+    return answer.to_row()

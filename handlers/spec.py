@@ -29,15 +29,23 @@ class TensorContract(Protocol):
         """settings -> the output tensors its answers carry"""
 
     @property
+    def request_of(self) -> Callable[..., Any]:
+        """(tensors, parameters, settings) -> its kit's typed request"""
+
+    @property
+    def outputs_of(self) -> Callable[..., Any]:
+        """(typed answer, settings) -> its output tensors"""
+
+    @property
     def native(self) -> Callable[..., Any]:
-        """(tensors, parameters, settings) -> its own request"""
+        """(tensors, parameters, settings) -> the same request on TorchServe's wire"""
 
     @property
     def answer(self) -> Callable[..., Any]:
-        """(reply, settings) -> its answer as output tensors"""
+        """(TorchServe reply, settings) -> the same output tensors"""
 
 
-CONTRACT_MEMBERS = ("inputs", "outputs", "native", "answer")
+CONTRACT_MEMBERS = ("inputs", "outputs", "request_of", "outputs_of", "native", "answer")
 """The functions every tensor contract has (`TensorContract`), checked at import."""
 
 

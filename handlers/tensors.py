@@ -2,12 +2,15 @@
 oip/): the types each model's handlers/<name>/oip.py declares its tensors with, and the helpers
 they share. Runtime-neutral: no server is imported here.
 
-A model's tensor contract is four functions of its settings (oip/contract.py reads them):
+A model's tensor contract is six functions of its settings (`TensorContract` in handlers/spec.py;
+oip/contract.py reads them):
 
     inputs(settings) -> tuple[Tensor, ...]
     outputs(settings) -> tuple[Tensor, ...]
-    native(tensors: dict[str, np.ndarray], parameters: dict, settings) -> Native
-    answer(reply: Reply, settings) -> list[Output]
+    request_of(tensors: dict[str, np.ndarray], parameters: dict, settings) -> its typed request
+    outputs_of(typed answer, settings) -> list[Output]
+    native(tensors, parameters, settings) -> Native      the same request on TorchServe's wire
+    answer(reply: Reply, settings) -> list[Output]       a TorchServe answer's tensors
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ Each registered model declares its Open Inference Protocol tensors once: its spe
     outputs(settings) -> tuple[Tensor, ...]    the output tensors its answers carry
     request_of(tensors, parameters, settings)  tensors → its kit's typed request
     outputs_of(answer, settings) -> list[Output]         its kit's typed answer → output tensors
-    native(tensors, parameters, settings) -> Native      tensors → its own JSON wire request
-    answer(reply, settings) -> list[Output]    its own JSON wire answer → output tensors
+    native(tensors, parameters, settings) -> Native      the same request on TorchServe's wire
+    answer(reply, settings) -> list[Output]    a TorchServe answer → the same output tensors
 
 A request is read from its tensors once (`request_of`) and its answer written to tensors once
-(`outputs_of`), in the worker: nothing in between is serialised. A kit without the typed forms
-yet goes through its wire format (`native`, `answer`).
+(`outputs_of`), in the worker: nothing in between is serialised. `native` and `answer` are the
+wire forms a comparison with TorchServe sends and reads (tests, tools); the server uses neither.
 
 Model metadata (names, datatypes, shapes) is derived from `inputs`/`outputs` with the loaded
 model's settings (labels, frequencies, image sizes), so nothing about a model is written twice.
@@ -31,7 +31,7 @@ import numpy as np
 from handlers import registry
 from handlers.codec import Reply
 from handlers.errors import BadField, TooLarge
-from handlers.service import EXPLAIN_INPUT, Explained, Request
+from handlers.service import Explained, Request
 from handlers.spec import TensorContract
 from handlers.tensors import Native, Output, Tensor
 from oip.edge import MAX_ELEMENTS
@@ -99,11 +99,6 @@ class Contract:
             raise BadField(f"missing input {', '.join(map(repr, missing))}")
         return arrays
 
-    @property
-    def typed(self) -> bool:
-        """The kit reads typed requests from tensors and writes typed answers to them."""
-        return hasattr(self.module, "request_of") and hasattr(self.module, "outputs_of")
-
     def request(
         self,
         arrays: dict[str, np.ndarray],
@@ -111,13 +106,10 @@ class Contract:
         request_id: str | None,
         explain: bool,
     ) -> Request:
-        """The request's tensors as the `Request` its worker answers: the kit's typed request
-        (or, for a kit without one, its JSON wire body)."""
-        if self.typed:
-            kit: Any = self.module  # a typed kit's contract: request_of and outputs_of
-            typed = kit.request_of(arrays, parameters, self.settings)
-            return Request(None, {}, request_id, typed=typed, explain=explain)
-        return to_request(self.native(arrays, parameters), request_id, explain)
+        """The one place an OIP request becomes the runtime-neutral `Request` (handlers/service.py)
+        its worker answers: the kit's typed request, the explain flag, the request id."""
+        typed = self.module.request_of(arrays, parameters, self.settings)
+        return Request(None, {}, request_id, typed=typed, explain=explain)
 
     def native(self, arrays: dict[str, np.ndarray], parameters: Mapping[str, Any]) -> Native:
         """The request's tensors as the wire request a TorchServe client sends."""
@@ -125,14 +117,13 @@ class Contract:
 
     def write(self, answer: Any) -> list[Output]:
         """A typed answer (or an explanation) → its output tensors: `ModelService.handle_batch`'s
-        `write` for a typed kit, run in the worker."""
+        `write`, run in the worker."""
         if isinstance(answer, Explained):
             return explanation(answer.answer.reply())
-        kit: Any = self.module
-        return kit.outputs_of(answer, self.settings)
+        return self.module.outputs_of(answer, self.settings)
 
     def answer(self, reply: Reply, explained: bool) -> list[Output]:
-        """A served reply → its output tensors (a kit without typed forms)."""
+        """A TorchServe reply → the same output tensors (`native`'s answer)."""
         if explained:
             return explanation(reply)
         return self.module.answer(reply, self.settings)
@@ -258,15 +249,6 @@ def split_bytes(raw: bytes, count: int, name: str) -> list[bytes]:
     if len(out) != count:
         raise BadField(f"input {name!r} holds {len(out)} elements; its shape takes {count}")
     return out
-
-
-def to_request(native: Native, request_id: str | None, explain: bool) -> Request:
-    """The one place an OIP request becomes the runtime-neutral `Request` (handlers/service.py):
-    the model's own body and headers, the named parts beside the body, the request id."""
-    parts = dict(native.parts)
-    if explain:
-        parts[EXPLAIN_INPUT] = "true"
-    return Request(native.body, dict(native.headers), request_id, parts)
 
 
 def parameters_of(raw: Any) -> dict[str, Any]:

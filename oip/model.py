@@ -89,9 +89,8 @@ class ServedModel(kserve.Model):
         result = await self.batcher.submit(request)
         if isinstance(result, RequestError):
             raise Refused(result, request_id)
-        outputs = result if contract.typed else contract.answer(result, explain)
         infer_outputs = []
-        for out in outputs:
+        for out in result:
             if wanted and out.name not in wanted:
                 continue
             binary = payload.use_binary_outputs
@@ -136,7 +135,7 @@ def build_model(
         batch_size=archive.batch_size,
         max_delay_s=archive.max_batch_delay_ms / 1000.0,
         queue_size=archive.job_queue_size,
-        write=contract.write if contract.typed else None,
+        write=contract.write,
     )
     version = str(getattr(services[0].settings, "version", "") or "")
     return ServedModel(name, contract, batcher, telemetry, token, version)

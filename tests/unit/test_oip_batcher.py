@@ -14,8 +14,7 @@ import pytest
 
 from handlers.codec import Reply
 from handlers.errors import BadField, EmptyInput, Overloaded, RequestError, TooLarge
-from handlers.service import EXPLAIN_INPUT, Request, wants_explanation
-from handlers.tensors import Native
+from handlers.service import Request, wants_explanation
 from oip import contract
 from oip.batcher import Batcher
 
@@ -135,14 +134,15 @@ def test_bad_tensors_are_refused_with_the_models_error_kinds(
     assert words in caught.value.reason
 
 
-def test_the_request_is_built_as_the_torchserve_adapter_builds_it():
-    native = Native(b'{"texts": ["x"]}', {"Content-Type": "application/json"})
-    request = contract.to_request(native, "id-1", explain=True)
-    assert request.body == native.body and request.id == "id-1"
-    assert request.headers == {"Content-Type": "application/json"}
+def test_the_request_is_the_kits_typed_request_with_its_id_and_explain_flag(sentiment_contract):
+    from handlers.kits.text.inputs import TextRequest
+
+    arrays = {"text": np.array([b"x"], dtype=object)}
+    request = sentiment_contract.request(arrays, {}, "id-1", explain=True)
+    assert request.body is None and request.id == "id-1" and not request.parts
+    assert request.typed == TextRequest(("x",), many=True)
     assert wants_explanation(request)
-    assert request.parts.get(EXPLAIN_INPUT) == "true"
-    assert not wants_explanation(contract.to_request(native, "id-2", explain=False))
+    assert not wants_explanation(sentiment_contract.request(arrays, {}, "id-2", explain=False))
 
 
 def test_grpc_parameters_keep_doubles():

@@ -307,7 +307,6 @@ def test_the_typed_forms_are_the_wires_and_an_oip_infer_writes_no_body(model, se
     s = service.settings
     x = wave(service, 250)
     contract = Contract(name, s)
-    assert contract.typed
     wire: Counter = Counter()
     for module, fn in ((codec, "request_float32"), (codec, "answer_float32"),
                        (codec, "decode_answer"), (bodies, "decode_request")):  # fmt: skip

@@ -232,7 +232,6 @@ def test_the_typed_forms_round_trip_and_an_oip_infer_does_no_json(service, monke
     assert one.to_row() == json.loads(ask(service, {"text": texts[0]})[0].body)
 
     contract = Contract(service.model.name, settings)
-    assert contract.typed
     item = type("Input", (), {"name": "text", "datatype": "BYTES", "shape": [2], "data": texts})
     with json_calls(monkeypatch) as calls:
         arrays = contract.read_inputs([item])
