@@ -14,7 +14,7 @@ seed), so an image's entropy, mutual information and std do not depend on its ba
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,6 @@ from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
-from handlers.tensors import Output
 from handlers.uncertainty import SCORES, MLPHead, classify_with_uncertainty
 
 
@@ -75,9 +74,9 @@ class ImageAnswer:
     model: Mapping[str, str] = field(default_factory=dict)
     """The `model` block of each row (name, version, arch)."""
 
-    def to_body(self) -> dict | list[dict]:
-        """The JSON answer's value: one row per image, or the row alone for {"image": ...}."""
-        rows = [
+    def rows(self) -> list[dict]:
+        """One row per image (the JSON answer's; oip.py writes their tensors)."""
+        return [
             {
                 "label": c.label,
                 "probabilities": c.probabilities,
@@ -88,33 +87,14 @@ class ImageAnswer:
             }
             for c in self.predictions
         ]
-        return rows if self.many else rows[0]
 
     def to_row(self) -> dict | list[dict]:
-        """The answer as scoring writes it: the served JSON's value, without the JSON."""
-        return self.to_body()
+        """The JSON answer's value (scoring's row): the rows, or the row alone for {"image"}."""
+        rows = self.rows()
+        return rows if self.many else rows[0]
 
     def reply(self) -> Reply:
-        return Reply(json.dumps(self.to_body()), "application/json", {})
-
-    def to_tensors(self, labels: Sequence[str]) -> list[Output]:
-        """One row per image: the classification tensors and `polarity` (values as answered)."""
-        p = self.predictions
-        return [
-            Output("label", "BYTES", np.array([c.label.encode() for c in p], dtype=object)),
-            Output(
-                "probabilities",
-                "FP64",
-                np.array([[c.probabilities[lab] for lab in labels] for c in p], np.float64).reshape(
-                    len(p), len(labels)
-                ),
-            ),  # fmt: skip
-            *(
-                Output(name, "FP64", np.array([getattr(c, name) for c in p], np.float64))
-                for name in SCORES
-            ),
-            Output("polarity", "BYTES", np.array([c.polarity.encode() for c in p], dtype=object)),
-        ]
+        return Reply(json.dumps(self.to_row()), "application/json", {})
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The image kit's tensor contract (handlers/tensors.py; served by oip/): encoded images (PNG, JPEG, WebP)
 as the elements of the BYTES input `image`, or grey grids in [0, pixel_max] as the FP32 or UINT8
 input `grid` (images x rows x columns); a request sends one of the two, read as the kit's request
-(`decode.ImageInput`). The answer has one row per image, in order (`ImageAnswer.to_tensors`).
+(`decode.ImageInput`). The answer has one row per image, in order (`outputs_of`).
 `native` and `answer` are the same forms through the JSON wire (what a TorchServe client sends
 and reads)."""
 
@@ -52,7 +52,8 @@ def request_of(
 
 
 def outputs_of(answer: ImageAnswer, settings: ImageSettings) -> list[Output]:
-    return answer.to_tensors(settings.export.classes)
+    """One row per image, in order: the classification tensors and `polarity`."""
+    return _tensors(answer.rows(), settings)
 
 
 def native(
@@ -79,7 +80,10 @@ def _encoded(item: Any, i: int) -> bytes:
 
 
 def answer(reply: Reply, settings: ImageSettings) -> list[Output]:
-    rows = answer_rows(reply.body)
+    return _tensors(answer_rows(reply.body), settings)
+
+
+def _tensors(rows: list[dict], settings: ImageSettings) -> list[Output]:
     return [
         *classification_answer(rows, settings.export.classes),
         Output("polarity", "BYTES", np.array([r["polarity"].encode() for r in rows], dtype=object)),

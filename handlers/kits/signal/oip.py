@@ -18,7 +18,7 @@ from handlers.codec import Reply
 from handlers.errors import BadField
 from handlers.kits.signal import codec
 from handlers.kits.signal.codec import SignalInput
-from handlers.kits.signal.predict import Extraction
+from handlers.kits.signal.predict import Components, Extraction
 from handlers.kits.signal.settings import SignalSettings
 from handlers.tensors import Native, Output, Tensor, flag, texts
 
@@ -94,23 +94,8 @@ def native(
 
 def answer(reply: Reply, settings: SignalSettings) -> list[Output]:
     body = reply.body.encode() if isinstance(reply.body, str) else reply.body
-    got = codec.decode_answer(body, reply.headers)
-    out = [Output("signal", "FP32", np.ascontiguousarray(got.signal))]
-    if got.std is not None:
-        out.append(Output("std", "FP32", np.ascontiguousarray(got.std)))
-    out += [
-        Output("frequencies", "FP64", np.array(got.frequencies, np.float64)),
-        Output("sample_rate", "INT64", np.array([got.sample_rate or 0], np.int64)),
-    ]
-    if got.residual is not None:
-        out.append(Output("residual", "FP64", np.array([got.residual], np.float64)))
-    if got.out_of_distribution is not None:
-        out.append(Output("out_of_distribution", "BOOL", np.array([got.out_of_distribution])))
-    for name in ("nonstationarity", "offset"):
-        value = getattr(got, name)
-        if value is not None:
-            out.append(Output(name, "FP64", np.array([value], np.float64)))
-    if got.state is not None:
-        out.append(Output("state", "BYTES", np.array([got.state.encode()], dtype=object)))
-        out.append(Output("samples_seen", "INT64", np.array([got.samples_seen or 0], np.int64)))
-    return out
+    a = codec.decode_answer(body, reply.headers)
+    return Extraction(
+        a.frequencies, Components(a.signal, a.std), None, a.state, a.samples_seen, True,
+        a.sample_rate or 0, {}, a.residual, a.out_of_distribution, a.nonstationarity, a.offset,
+    ).to_tensors()  # fmt: skip

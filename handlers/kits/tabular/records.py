@@ -3,10 +3,10 @@ with their forms: one record as a JSON object `{"feature": value, ...}`, many as
 `{"records": [{...}, ...]}` (answered with a list), or `text/csv` with a header row and one row
 per record (always a list), or one tensor per feature (`Records.from_tensors`; the answer's
 `to_tensors`), or a scoring row (`Answers.to_row`); counted against `max_records` before any
-record is checked, each record checked by the schema (schema.py). A batch's records go through the graph in one call (`rows_of`)
-and come back as each request's `Answers` (`answered`). A request's cost is known once its body
-is read: its records for a prediction, records x forward passes for an explanation
-(`records_budget`, `explanation_budget`)."""
+record is checked, each record checked by the schema (schema.py). A batch's records go through the
+graph in one call (`rows_of`) and come back as each request's `Answers` (`answered`). A request's
+cost is known once its body is read: its records for a prediction, records x forward passes for an
+explanation (`records_budget`, `explanation_budget`)."""
 
 from __future__ import annotations
 
