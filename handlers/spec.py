@@ -36,16 +36,8 @@ class TensorContract(Protocol):
     def outputs_of(self) -> Callable[..., Any]:
         """(typed answer, settings) -> its output tensors"""
 
-    @property
-    def native(self) -> Callable[..., Any]:
-        """(tensors, parameters, settings) -> the same request on TorchServe's wire"""
 
-    @property
-    def answer(self) -> Callable[..., Any]:
-        """(TorchServe reply, settings) -> the same output tensors"""
-
-
-CONTRACT_MEMBERS = ("inputs", "outputs", "request_of", "outputs_of", "native", "answer")
+CONTRACT_MEMBERS = ("inputs", "outputs", "request_of", "outputs_of")
 """The functions every tensor contract has (`TensorContract`), checked at import."""
 
 

@@ -2,22 +2,19 @@
 oip/): the types each model's handlers/<name>/oip.py declares its tensors with, and the helpers
 they share. Runtime-neutral: no server is imported here.
 
-A model's tensor contract is six functions of its settings (`TensorContract` in handlers/spec.py;
+A model's tensor contract is four functions of its settings (`TensorContract` in handlers/spec.py;
 oip/contract.py reads them):
 
     inputs(settings) -> tuple[Tensor, ...]
     outputs(settings) -> tuple[Tensor, ...]
     request_of(tensors: dict[str, np.ndarray], parameters: dict, settings) -> its typed request
     outputs_of(typed answer, settings) -> list[Output]
-    native(tensors, parameters, settings) -> Native      the same request on TorchServe's wire
-    answer(reply: Reply, settings) -> list[Output]       a TorchServe answer's tensors
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,16 +39,6 @@ class Tensor:
 
     def metadata(self) -> dict[str, Any]:
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
-
-
-@dataclass(frozen=True)
-class Native:
-    """A model's own request built from tensors: what a TorchServe client would have sent."""
-
-    body: bytes | str | dict | list | None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    parts: Mapping[str, Any] = field(default_factory=dict)
-    """Named parts beside the body (as gRPC inputs are in TorchServe's row)."""
 
 
 @dataclass(frozen=True)
@@ -89,11 +76,6 @@ def texts(array: np.ndarray, name: str) -> list[str]:
     return out
 
 
-def json_body(value: Any) -> bytes:
-    """A model's JSON request body, as the bytes a client sends."""
-    return json.dumps(value).encode()
-
-
 def classification_outputs(labels: Sequence[str]) -> tuple[Tensor, ...]:
     """The outputs of a classifier whose JSON answer rows are {"label", "probabilities" {label: p},
     "uncertainty" {...}}: one row per input element."""
@@ -120,9 +102,3 @@ def classification_answer(rows: list[dict], labels: Sequence[str]) -> list[Outpu
             for name in SCORES
         ),
     ]
-
-
-def answer_rows(body: str | bytes) -> list[dict]:
-    """A JSON answer body → its rows (a one-object answer is one row)."""
-    parsed = json.loads(body)
-    return parsed if isinstance(parsed, list) else [parsed]

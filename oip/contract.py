@@ -7,12 +7,9 @@ Each registered model declares its Open Inference Protocol tensors once: its spe
     outputs(settings) -> tuple[Tensor, ...]    the output tensors its answers carry
     request_of(tensors, parameters, settings)  tensors → its kit's typed request
     outputs_of(answer, settings) -> list[Output]         its kit's typed answer → output tensors
-    native(tensors, parameters, settings) -> Native      the same request on TorchServe's wire
-    answer(reply, settings) -> list[Output]    a TorchServe answer → the same output tensors
 
 A request is read from its tensors once (`request_of`) and its answer written to tensors once
-(`outputs_of`), in the worker: nothing in between is serialised. `native` and `answer` are the
-wire forms a comparison with TorchServe sends and reads (tests, tools); the server uses neither.
+(`outputs_of`), in the worker: nothing in between is serialised.
 
 Model metadata (names, datatypes, shapes) is derived from `inputs`/`outputs` with the loaded
 model's settings (labels, frequencies, image sizes), so nothing about a model is written twice.
@@ -33,7 +30,7 @@ from handlers.codec import Reply
 from handlers.errors import BadField, TooLarge
 from handlers.service import Explained, Request
 from handlers.spec import TensorContract
-from handlers.tensors import Native, Output, Tensor
+from handlers.tensors import Output, Tensor
 from oip.edge import MAX_ELEMENTS
 
 EXPLAIN_PARAMETER = "explain"
@@ -111,22 +108,12 @@ class Contract:
         typed = self.module.request_of(arrays, parameters, self.settings)
         return Request(None, {}, request_id, typed=typed, explain=explain)
 
-    def native(self, arrays: dict[str, np.ndarray], parameters: Mapping[str, Any]) -> Native:
-        """The request's tensors as the wire request a TorchServe client sends."""
-        return self.module.native(arrays, parameters, self.settings)
-
     def write(self, answer: Any) -> list[Output]:
         """A typed answer (or an explanation) → its output tensors: `ModelService.handle_batch`'s
         `write`, run in the worker."""
         if isinstance(answer, Explained):
             return explanation(answer.answer.reply())
         return self.module.outputs_of(answer, self.settings)
-
-    def answer(self, reply: Reply, explained: bool) -> list[Output]:
-        """A TorchServe reply → the same output tensors (`native`'s answer)."""
-        if explained:
-            return explanation(reply)
-        return self.module.answer(reply, self.settings)
 
 
 def explanation(reply: Reply) -> list[Output]:

@@ -1,8 +1,7 @@
 """The tabular model's tensor contract (handlers/tensors.py; served by oip/): one input per
 feature of its schema, named as the feature (FP64 for numbers, BYTES for categories; an optional
 feature's input may be left out), one element per record, read as a {"records": [...]} request
-(`Records.from_tensors`); the answer has one row per record (`Answers.to_tensors`). `native` and
-`answer` are the same forms through the JSON wire (what a TorchServe client sends and reads)."""
+(`Records.from_tensors`); the answer has one row per record (`Answers.to_tensors`)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from handlers import tensors as t
-from handlers.codec import Reply
 from handlers.kits.tabular import CATEGORY, distance
 from handlers.kits.tabular.records import Answers, Records
 from handlers.tabular.settings import TabularSettings
@@ -39,15 +37,3 @@ def request_of(
 
 def outputs_of(answer: Answers, settings: TabularSettings) -> list[t.Output]:
     return answer.to_tensors(settings.export.classes)
-
-
-def native(
-    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TabularSettings
-) -> t.Native:
-    """The columns as the {"records": [...]} body a JSON client sends (the schema's checks apply)."""
-    body = t.json_body(request_of(tensors, parameters, settings).to_json())
-    return t.Native(body, {"Content-Type": "application/json"})
-
-
-def answer(reply: Reply, settings: TabularSettings) -> list[t.Output]:
-    return outputs_of(Answers.from_json(reply.body), settings)

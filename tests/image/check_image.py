@@ -40,6 +40,7 @@ from handlers.codec import Reply
 from tests.fixtures.oip import client_calls
 from tests.image.pod import ImagePod
 from tests.integration.test_oip_torchserve import cases, oip_call, oip_outputs
+from tests.support import wire
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("IMAGE", "torchserve-models:0.1.0-cpu")
@@ -168,12 +169,14 @@ def test_every_model_answers_through_the_door_as_in_process(pod, in_process, mod
     settings = in_process.service(model).settings
     contract = Contract(model, settings)
     for case in cases(model, settings):
-        native = contract.native({n: a for n, _, a in case.inputs}, case.parameters)
-        want = {o.name: o.data for o in contract.answer(in_process.answer(model, native), False)}
+        native = wire.native(contract, {n: a for n, _, a in case.inputs}, case.parameters)
+        want = {
+            o.name: o.data for o in wire.answer(contract, in_process.answer(model, native), False)
+        }
         if pod.runtime == "torchserve":
             status, reply = door_predict(pod, model, native)
             assert status == 200, (case.name, reply.body[:500])
-            got_all = {o.name: o.data for o in contract.answer(reply, explained=False)}
+            got_all = {o.name: o.data for o in wire.answer(contract, reply, explained=False)}
             results = {"rest": got_all}
         else:
             calls = [

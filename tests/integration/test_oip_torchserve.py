@@ -22,6 +22,7 @@ import requests
 from handlers import registry
 from handlers.codec import Reply
 from handlers.errors import KINDS
+from tests.support import wire
 from tests.support.oip_client import pack, unpack
 
 pytestmark = pytest.mark.integration
@@ -166,10 +167,10 @@ def test_oip_answers_equal_torchserves_to_the_bit(served, oip_server, model):
     contract = Contract(model, settings)
     for case in cases(model, settings):
         arrays = {n: a for n, _, a in case.inputs}
-        native = contract.native(arrays, case.parameters)
+        native = wire.native(contract, arrays, case.parameters)
         status, reply = torchserve_answer(served, model, native, f"ts-{model}")
         assert status == 200, (case.name, reply.body[:500])
-        want = {o.name: o.data for o in contract.answer(reply, explained=False)}
+        want = {o.name: o.data for o in wire.answer(contract, reply, explained=False)}
         calls = [
             oip_call(model, case.inputs, case.parameters, t, f"oip-{model}-{t}")
             for t in ("http", "grpc")
@@ -198,7 +199,7 @@ def test_a_refused_input_gets_the_same_kind_and_reason_from_both(served, oip_ser
 
     contract = Contract(model, settings_of(model, served))
     inputs = REFUSALS[model]
-    native = contract.native({n: a for n, _, a in inputs}, {})
+    native = wire.native(contract, {n: a for n, _, a in inputs}, {})
     status, reply = torchserve_answer(served, model, native, "refused-1")
     ts_body = json.loads(reply.body)
     assert status == 400, ts_body

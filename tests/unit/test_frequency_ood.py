@@ -112,7 +112,8 @@ def test_float32_answer_headers_decode_to_the_json_fields():
 def test_the_judgement_figures_reach_every_answer_form():
     """JSON, the float32 headers and the OIP outputs carry the same figures (None: absent)."""
     from handlers.codec import Reply
-    from handlers.kits.signal import codec, oip
+    from handlers.kits.signal import codec
+    from tests.support import wire
 
     sig = np.zeros((1, 3), np.float32)
     figures = (True, 0.25, 0.125, 0.0625)  # flag, residual, nonstationarity, offset
@@ -122,12 +123,12 @@ def test_the_judgement_figures_reach_every_answer_form():
     assert (got.out_of_distribution, got.residual, got.nonstationarity, got.offset) == figures
     body = codec.answer_json((1.0,), sig, sig, 1000, {}, None, None, *figures)
     assert (body["nonstationarity"], body["offset"]) == (0.125, 0.0625)
-    outputs = {o.name: o for o in oip.answer(Reply(data, codec.FLOAT32, headers), None)}
+    outputs = {o.name: o for o in wire.signal_answer(Reply(data, codec.FLOAT32, headers))}
     assert outputs["nonstationarity"].data.tolist() == [0.125]
     assert outputs["offset"].data.tolist() == [0.0625]
     data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, None, None)
     assert headers["X-Nonstationarity"] == "null" == headers["X-Offset"]
-    outputs = {o.name: o for o in oip.answer(Reply(data, codec.FLOAT32, headers), None)}
+    outputs = {o.name: o for o in wire.signal_answer(Reply(data, codec.FLOAT32, headers))}
     assert "nonstationarity" not in outputs and "offset" not in outputs
 
 

@@ -18,6 +18,7 @@ from PIL import Image
 from handlers import registry
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
+from tests.support import wire
 
 IMAGE_MODELS = [s.name for s in registry.MODELS if "image" in s.kits]
 JSON = {"Content-Type": "application/json"}
@@ -237,8 +238,8 @@ def test_the_typed_forms_are_the_wires_and_an_oip_infer_does_no_json(model, serv
         {"image": ("BYTES", np.array(files, dtype=object))},
     ):
         arrays = {n: a for n, (_, a) in inputs.items()}
-        [reply] = service.handle_batch([Request(**vars(contract.native(arrays, {})))])
-        want = contract.answer(reply, False)
+        [reply] = service.handle_batch([Request(**vars(wire.native(contract, arrays, {})))])
+        want = wire.answer(contract, reply, False)
         items = []
         for n, (datatype, a) in inputs.items():
             item = Item()

@@ -19,6 +19,7 @@ from handlers.kits.signal import codec
 from handlers.kits.signal.state import KEY_FILE_ENV
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
+from tests.support import wire
 
 SIGNAL_MODELS = [s.name for s in registry.MODELS if "signal" in s.kits]
 JSON = {"Content-Type": "application/json"}
@@ -241,21 +242,26 @@ def test_explanations_are_priced_in_sample_passes_before_anything_runs(model, ke
 
 def test_the_tensor_contract_maps_fp32_signals_and_binary_tensors(model, service):
     name, _ = model
+    from oip.contract import Contract
+
     oip = registry.get(name).spec().contract
     s = service.settings
+    contract = Contract(name, s)
     assert [t.datatype for t in oip.inputs(s)][:1] == ["FP32"]
     x = wave(service, 250)
-    native = oip.native({"signal": x}, {"frequencies": f"{s.frequencies[0]:g}"}, s)
+    native = wire.native(contract, {"signal": x}, {"frequencies": f"{s.frequencies[0]:g}"})
     [reply] = service.handle_batch([Request(native.body, native.headers)])
     assert reply.content_type == codec.FLOAT32
-    out = {o.name: o for o in oip.answer(reply, s)}
+    out = {o.name: o for o in wire.answer(contract, reply)}
     assert out["signal"].data.shape == (1, 250) and out["signal"].datatype == "FP32"
     assert out["frequencies"].data.tolist() == [s.frequencies[0]]
-    opened = oip.native({"signal": x}, {"stream": True}, s)
+    opened = wire.native(contract, {"signal": x}, {"stream": True})
     [chunk] = service.handle_batch([Request(opened.body, opened.headers)])
-    token = {o.name: o for o in oip.answer(chunk, s)}["state"].data[0]
+    token = {o.name: o for o in wire.answer(contract, chunk)}["state"].data[0]
     with pytest.raises(Exception, match="once"):
-        oip.native({"signal": x, "state": np.array([token], dtype=object)}, {"state": "x"}, s)
+        wire.native(
+            contract, {"signal": x, "state": np.array([token], dtype=object)}, {"state": "x"}
+        )
 
 
 def test_the_envelope_refuses_altered_foreign_stale_and_expired_states():
@@ -307,13 +313,13 @@ def test_the_typed_forms_are_the_wires_and_an_oip_infer_writes_no_body(model, se
     s = service.settings
     x = wave(service, 250)
     contract = Contract(name, s)
-    wire: Counter = Counter()
+    coded: Counter = Counter()
     for module, fn in ((codec, "request_float32"), (codec, "answer_float32"),
                        (codec, "decode_answer"), (bodies, "decode_request")):  # fmt: skip
         real = getattr(module, fn)
 
         def counted(*args, _real=real, _fn=fn, **kwargs):
-            wire[_fn] += 1
+            coded[_fn] += 1
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(module, fn, counted)
@@ -322,14 +328,14 @@ def test_the_typed_forms_are_the_wires_and_an_oip_infer_writes_no_body(model, se
     )
     for parameters in ({"frequencies": f"{s.frequencies[0]:g}"}, {"band": False}, {}):
         [reply] = service.handle_batch(
-            [Request(**vars(contract.native({"signal": x}, parameters)))]
+            [Request(**vars(wire.native(contract, {"signal": x}, parameters)))]
         )
-        want = contract.answer(reply, False)
-        wire.clear()
+        want = wire.answer(contract, reply, False)
+        coded.clear()
         with json_calls(monkeypatch) as calls:
             request = contract.request(contract.read_inputs([item]), parameters, "r", False)
             [outputs] = service.handle_batch([request], contract.write)
-        assert not calls and not wire, (calls, wire)
+        assert not calls and not coded, (calls, coded)
         assert request.body is None and isinstance(request.typed, codec.SignalInput)
         assert [o.name for o in outputs] == [o.name for o in want], parameters
         for got, expected in zip(outputs, want, strict=True):

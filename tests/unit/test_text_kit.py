@@ -188,22 +188,25 @@ def test_texts_as_a_bytes_tensor_are_the_json_texts_request(service):
     so its checks and limits apply; text that is not UTF-8 is the protocol's 400."""
     from handlers.errors import BadEncoding
     from handlers.kits.text import oip
+    from oip.contract import Contract
+    from tests.support import wire
 
     settings = service.settings
+    contract = Contract(service.model.name, settings)
     texts = ["A fine film.", "Dull, \u00e9 overlong."]
     tensors = {"text": np.array([t.encode() for t in texts], dtype=object)}
-    native = oip.native(tensors, {}, settings)
+    native = wire.native(contract, tensors, {})
     [reply] = service.handle_batch([Request(native.body, native.headers)])
     [direct] = ask(service, {"texts": texts})
     assert reply.body == direct.body
-    outputs = oip.answer(reply, settings)
+    outputs = wire.answer(contract, reply)
     assert [o.name for o in outputs] == [t.name for t in oip.outputs(settings)]
     assert all(len(o.data) == len(texts) for o in outputs)
     with pytest.raises(BadEncoding, match=r"text\[1\] is not valid UTF-8") as err:
-        oip.native({"text": np.array([b"fine", b"\xff\xfe"], dtype=object)}, {}, settings)
+        wire.native(contract, {"text": np.array([b"fine", b"\xff\xfe"], dtype=object)}, {})
     assert err.value.status == 400
     [empty] = service.handle_batch(
-        [Request(oip.native({"text": np.array([b" "], dtype=object)}, {}, settings).body, JSON)]
+        [Request(wire.native(contract, {"text": np.array([b" "], dtype=object)}, {}).body, JSON)]
     )
     assert (empty.status, empty.kind) == (400, "empty_input")
 

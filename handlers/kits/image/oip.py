@@ -1,30 +1,23 @@
 """The image kit's tensor contract (handlers/tensors.py; served by oip/): encoded images (PNG, JPEG, WebP)
 as the elements of the BYTES input `image`, or grey grids in [0, pixel_max] as the FP32 or UINT8
 input `grid` (images x rows x columns); a request sends one of the two, read as the kit's request
-(`decode.ImageInput`). The answer has one row per image, in order (`outputs_of`).
-`native` and `answer` are the same forms through the JSON wire (what a TorchServe client sends
-and reads)."""
+(`decode.ImageInput`). The answer has one row per image, in order (`outputs_of`)."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import numpy as np
 
-from handlers.codec import Reply
 from handlers.errors import BadField
 from handlers.kits.image.classifier import ImageAnswer
 from handlers.kits.image.decode import ImageInput
 from handlers.kits.image.settings import ImageSettings
 from handlers.tensors import (
-    Native,
     Output,
     Tensor,
-    answer_rows,
     classification_answer,
     classification_outputs,
-    json_body,
 )
 
 
@@ -53,20 +46,7 @@ def request_of(
 
 def outputs_of(answer: ImageAnswer, settings: ImageSettings) -> list[Output]:
     """One row per image, in order: the classification tensors and `polarity`."""
-    return _tensors(answer.rows(), settings)
-
-
-def native(
-    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: ImageSettings
-) -> Native:
-    """The same request as the {"images": [...]} body a JSON client sends: base64 for encoded
-    images, rows of numbers for grids."""
-    images = request_of(tensors, parameters, settings).images
-    return Native(
-        json_body({"images": [base64.b64encode(x).decode("ascii") if isinstance(x, bytes) else x
-                              for x in images]}),
-        {"Content-Type": "application/json"},
-    )  # fmt: skip
+    return row_tensors(answer.rows(), settings)
 
 
 def _encoded(item: Any, i: int) -> bytes:
@@ -79,11 +59,8 @@ def _encoded(item: Any, i: int) -> bytes:
     return bytes(item)
 
 
-def answer(reply: Reply, settings: ImageSettings) -> list[Output]:
-    return _tensors(answer_rows(reply.body), settings)
-
-
-def _tensors(rows: list[dict], settings: ImageSettings) -> list[Output]:
+def row_tensors(rows: list[dict], settings: ImageSettings) -> list[Output]:
+    """Answer rows (as the JSON answer writes them) → the output tensors."""
     return [
         *classification_answer(rows, settings.export.classes),
         Output("polarity", "BYTES", np.array([r["polarity"].encode() for r in rows], dtype=object)),

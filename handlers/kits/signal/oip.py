@@ -5,8 +5,7 @@ input; `band` false for the signals without their std band). The answer is the f
 TorchServe gives `Accept: application/octet-stream` clients: `signal` and `std` (frequencies x
 samples) exactly as computed (no `std` output when asked without the band), and a stream's next
 `state`. The tensors are read as the kit's request (`codec.SignalInput`) and the answer written
-from its typed `Extraction` (`to_tensors`); `native` and `answer` are the same forms through the
-float32 wire (what a TorchServe client sends and reads)."""
+from its typed `Extraction` (`to_tensors`)."""
 
 from __future__ import annotations
 
@@ -14,13 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from handlers.codec import Reply
 from handlers.errors import BadField
-from handlers.kits.signal import codec
 from handlers.kits.signal.codec import SignalInput
-from handlers.kits.signal.predict import Components, Extraction
+from handlers.kits.signal.predict import Extraction
 from handlers.kits.signal.settings import SignalSettings
-from handlers.tensors import Native, Output, Tensor, flag, texts
+from handlers.tensors import Output, Tensor, flag, texts
 
 
 def inputs(settings: SignalSettings) -> tuple[Tensor, ...]:
@@ -75,27 +72,3 @@ def request_of(
 
 def outputs_of(answer: Extraction, settings: SignalSettings) -> list[Output]:
     return answer.to_tensors()
-
-
-def native(
-    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: SignalSettings
-) -> Native:
-    """The same request as the float32 body a binary client sends, the options its headers."""
-    r = request_of(tensors, parameters, settings)
-    _, headers = codec.request_float32(r.signal, stream=r.start, state=r.state, band=r.band)
-    for value, header in (
-        (r.frequencies, codec.FREQUENCIES_HEADER),
-        (r.sample_rate, codec.SAMPLE_RATE_HEADER),
-    ):
-        if value is not None:
-            headers[header] = value
-    return Native(r.signal.tobytes(), headers)
-
-
-def answer(reply: Reply, settings: SignalSettings) -> list[Output]:
-    body = reply.body.encode() if isinstance(reply.body, str) else reply.body
-    a = codec.decode_answer(body, reply.headers)
-    return Extraction(
-        a.frequencies, Components(a.signal, a.std), None, a.state, a.samples_seen, True,
-        a.sample_rate or 0, {}, a.residual, a.out_of_distribution, a.nonstationarity, a.offset,
-    ).to_tensors()  # fmt: skip

@@ -1,8 +1,7 @@
 """The text kit's tensor contract (handlers/tensors.py; served by oip/): each element of the BYTES
 input `text` is one text (UTF-8), read as a {"texts": [...]} request (`TextRequest.from_tensors`);
 the answer has one row per text, in order: the classification tensors and `truncated`
-(`Classification.to_tensors`). `native` and `answer` are the same forms through the JSON wire
-(what a TorchServe client sends and reads)."""
+(`Classification.to_tensors`)."""
 
 from __future__ import annotations
 
@@ -10,11 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from handlers.codec import Reply
 from handlers.kits.text.codec import Classification
 from handlers.kits.text.inputs import TextRequest
 from handlers.kits.text.settings import TextSettings
-from handlers.tensors import Native, Output, Tensor, classification_outputs, json_body
+from handlers.tensors import Output, Tensor, classification_outputs
 
 
 def inputs(settings: TextSettings) -> tuple[Tensor, ...]:
@@ -34,15 +32,3 @@ def request_of(
 
 def outputs_of(answer: Classification, settings: TextSettings) -> list[Output]:
     return answer.to_tensors(settings.labels)
-
-
-def native(
-    tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TextSettings
-) -> Native:
-    """The texts as the {"texts": [...]} body a JSON client sends (its checks and limits apply)."""
-    body = json_body(request_of(tensors, parameters, settings).to_json())
-    return Native(body, {"Content-Type": "application/json"})
-
-
-def answer(reply: Reply, settings: TextSettings) -> list[Output]:
-    return outputs_of(Classification.from_json(reply.body), settings)
