@@ -6,7 +6,7 @@ the kits' tests) send both and compare the tensors; the servers use neither.
 Each kit's request is built from the tensors by its own contract (`request_of`), so the wire
 request carries exactly what the tensors do:
 
-    text, tabular   the request's JSON form (`to_json`): {"texts": [...]}, {"records": [...]}
+    text, tabular   {"texts": [...]}, {"records": [...]} (`request_json`)
     image           {"images": [...]}: base64 for encoded images, rows of numbers for grids
     signal          the float32 body a binary client sends, the options as its headers
 """
@@ -17,7 +17,7 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,8 @@ from handlers.tensors import Output
 from oip.contract import Contract, explanation
 
 JSON = {"Content-Type": "application/json"}
+
+Answer = TypeVar("Answer", Classification, Answers)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def native(
     """The request's tensors as the wire request a TorchServe client sends."""
     typed = contract.module.request_of(arrays, parameters, contract.settings)
     if isinstance(typed, TextRequest | Records):
-        return Native(json_body(typed.to_json()), JSON)
+        return Native(json_body(request_json(typed)), JSON)
     if isinstance(typed, ImageInput):
         images = [base64.b64encode(x).decode("ascii") if isinstance(x, bytes) else x
                   for x in typed.images]  # fmt: skip
@@ -76,6 +78,21 @@ def native(
     raise TypeError(f"no wire form for {type(typed).__name__}")
 
 
+def request_json(typed: TextRequest | Records) -> Any:
+    """A text or tabular request as the JSON value a client sends: {"texts": [...]} or
+    {"text": ...}; {"records": [...]} or the one record."""
+    if isinstance(typed, TextRequest):
+        return {"texts": list(typed.texts)} if typed.many else {"text": typed.texts[0]}
+    return {"records": list(typed.rows)} if typed.many else typed.rows[0]
+
+
+def read_answer(kind: type[Answer], body: str | bytes) -> Answer:
+    """A served JSON answer of rows read back as the kit's answer (a client's view)."""
+    parsed = json.loads(body)
+    many = isinstance(parsed, list)
+    return kind(tuple(parsed) if many else (parsed,), many)
+
+
 def answer(contract: Contract, reply: Reply, explained: bool = False) -> list[Output]:
     """A TorchServe reply → the same output tensors the OIP server answers `native`'s request with."""
     if explained:
@@ -83,9 +100,9 @@ def answer(contract: Contract, reply: Reply, explained: bool = False) -> list[Ou
     kit = contract.module.__name__.split(".")[-2]
     settings = contract.settings
     if kit == "text":
-        return Classification.from_json(reply.body).to_tensors(settings.labels)
+        return read_answer(Classification, reply.body).to_tensors(settings.labels)
     if kit == "tabular":
-        return Answers.from_json(reply.body).to_tensors(settings.export.classes)
+        return read_answer(Answers, reply.body).to_tensors(settings.export.classes)
     if kit == "image":
         parsed = json.loads(reply.body)
         return row_tensors(parsed if isinstance(parsed, list) else [parsed], settings)

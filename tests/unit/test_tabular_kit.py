@@ -35,6 +35,7 @@ from handlers.kits.tabular import (
 )  # fmt: skip
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
+from tests.support import wire
 from tools import registry as tools
 
 COLUMNS = {
@@ -322,11 +323,11 @@ def test_every_tabular_models_typed_forms_round_trip_and_an_oip_infer_does_no_js
         for n, c in columns.items()
     }
     typed = Records.from_tensors(arrays, model.schema)
-    assert typed.to_json() == {"records": json.loads(json.dumps(records))}
+    assert wire.request_json(typed) == {"records": json.loads(json.dumps(records))}
     [answer] = served_model.handle_batch([Request(None, typed=typed)], write=lambda a: a)
     assert isinstance(answer, Answers)
     [reply] = served_model.handle_batch([json_request({"records": records})])
-    assert Answers.from_json(reply.body) == answer and answer.to_json() == reply.body
+    assert wire.read_answer(Answers, reply.body) == answer and answer.to_json() == reply.body
     assert answer.to_row() == json.loads(reply.body)
 
     contract = Contract(model.name, model.settings)

@@ -15,6 +15,7 @@ from handlers import registry
 from handlers.kits.text.view import render_html
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
+from tests.support import wire
 
 TEXT_MODELS = [s.name for s in registry.MODELS if "text" in s.kits]
 JSON = {"Content-Type": "application/json"}
@@ -189,7 +190,6 @@ def test_texts_as_a_bytes_tensor_are_the_json_texts_request(service):
     from handlers.errors import BadEncoding
     from handlers.kits.text import oip
     from oip.contract import Contract
-    from tests.support import wire
 
     settings = service.settings
     contract = Contract(service.model.name, settings)
@@ -223,11 +223,11 @@ def test_the_typed_forms_round_trip_and_an_oip_infer_does_no_json(service, monke
     settings = service.settings
     texts = ["A fine film.", "Dull, \u00e9 overlong."]
     typed = TextRequest.from_tensors({"text": np.array([t.encode() for t in texts], dtype=object)})
-    assert typed.to_json() == {"texts": texts}
+    assert wire.request_json(typed) == {"texts": texts}
     [answer] = service.handle_batch([Request(None, typed=typed)], write=lambda a: a)
     assert isinstance(answer, Classification)
     [reply] = ask(service, {"texts": texts})
-    assert Classification.from_json(reply.body) == answer and answer.to_json() == reply.body
+    assert wire.read_answer(Classification, reply.body) == answer and answer.to_json() == reply.body
     assert answer.to_row() == json.loads(reply.body)
     [one] = service.handle_batch(
         [Request(None, typed=TextRequest((texts[0],), many=False))], lambda a: a

@@ -64,10 +64,6 @@ class Records:
             return check_records(list(self.rows), schema, max_records)
         return Records((schema.check(self.rows[0], "the record"),), False)
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON body a client sends."""
-        return {RECORDS_KEY: list(self.rows)} if self.many else self.rows[0]
-
     @property
     def cost(self) -> int:
         """A prediction's work: records through the graph."""
@@ -96,13 +92,6 @@ class Answers:
         answered)."""
         rows = list(self.rows)
         return [*classification_answer(rows, classes), *distance_outputs(rows)]
-
-    @classmethod
-    def from_json(cls, body: str | bytes) -> Answers:
-        """A served JSON answer read back (a client's view)."""
-        parsed = json.loads(body)
-        many = isinstance(parsed, list)
-        return cls(tuple(parsed) if many else (parsed,), many)
 
 
 def records_budget(budget: int) -> Budget:

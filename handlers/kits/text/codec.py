@@ -61,13 +61,6 @@ class Classification:
             Output("truncated", "BOOL", np.array([bool(r["truncated"]) for r in rows])),
         ]
 
-    @classmethod
-    def from_json(cls, body: str | bytes) -> Classification:
-        """A served JSON answer read back (a client's view)."""
-        parsed = json.loads(body)
-        many = isinstance(parsed, list)
-        return cls(tuple(parsed) if many else (parsed,), many)
-
 
 @dataclass(frozen=True)
 class TextAnswer:

@@ -41,10 +41,6 @@ class TextRequest:
         [text] = self.texts
         return TextRequest((check_text(text, max_bytes),), False, self.pieces)
 
-    def to_json(self) -> dict:
-        """The JSON body a client sends: {"texts": [...]}, or {"text": ...} for one answer."""
-        return {"texts": list(self.texts)} if self.many else {"text": self.texts[0]}
-
 
 def check_text(text: object, max_bytes: int, where: str = "text") -> str:
     if not isinstance(text, str):
