@@ -213,7 +213,7 @@ class ModelService:
         with self.telemetry.stage("inference"):
             answers = self._infer(parsed, ids)
         with self.telemetry.stage("postprocess"):
-            return self._reply(answers, ids, write or self._write_reply)
+            return self._reply(answers, ids, write)
 
     def _write_reply(self, answer: Any) -> Reply:
         if isinstance(answer, Explained):
@@ -292,8 +292,9 @@ class ModelService:
         return answers
 
     def _reply(
-        self, answers: list[Any], ids: list[str | None], write: Callable[[Any], Any]
+        self, answers: list[Any], ids: list[str | None], write: Callable[[Any], Any] | None = None
     ) -> list[Any]:
+        write = write or self._write_reply
         self.telemetry.batch(len(answers))
         results: list[Any] = []
         answered = []
