@@ -21,6 +21,7 @@ analysis Job reads them from a ConfigMap, docs/kubernetes.md). `make rollout`
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import sys
@@ -222,11 +223,120 @@ def _datatype(values: list[Any]) -> str:
     raise ValueError(f"no tensor datatype holds {repr(values)[:80]}: a field of named scalars only")
 
 
-def oip_request(body: Any) -> dict[str, Any]:
-    """A JSON body of named fields (one record, or {"records": [...]}, each field a string or a
-    number) as the Open Inference Protocol's inference request: one input per field, named as the
-    field, one element per record (tabular's tensor contract, handlers/tabular/oip.py; sentiment's
-    one `text`)."""
+Inputs = tuple[list[dict[str, Any]], dict[str, Any]]
+"""A request's input tensors (name, datatype, shape, data) and its request parameters."""
+
+
+def _tensor(name: str, datatype: str, shape: list[int], data: list[Any]) -> dict[str, Any]:
+    return {"name": name, "datatype": datatype, "shape": shape, "data": data}
+
+
+def _fields(body: Any, allowed: tuple[str, ...], what: str) -> dict[str, Any]:
+    """A JSON object's fields, each one the contract has a tensor or parameter for (null: absent,
+    as the JSON clients' reading takes it)."""
+    if not isinstance(body, dict):
+        raise ValueError(f"the body must be a JSON object ({what}), not {type(body).__name__}")
+    unknown = [k for k in body if k not in allowed]
+    if unknown:
+        raise ValueError(
+            f"field {unknown[0]!r} has no tensor or parameter in the contract (it reads "
+            f"{', '.join(map(repr, allowed))})"
+        )
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _one_or_many(body: Any, one: str, many: str) -> list[Any]:
+    """{one: x} or {many: [x, ...]}: the items, one tensor element each."""
+    fields = _fields(body, (one, many), f'"{one}" or "{many}"')
+    if (one in fields) == (many in fields):
+        raise ValueError(f'the body needs "{one}" or "{many}", one of them')
+    if one in fields:
+        return [fields[one]]
+    items = fields[many]
+    if not isinstance(items, list) or not items:
+        raise ValueError(f'"{many}" must be a non-empty list: nothing to send as tensors')
+    return items
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _text_inputs(body: Any) -> Inputs:
+    """The text kit (handlers/kits/text/oip.py): each text one element of the BYTES input `text`."""
+    texts = _one_or_many(body, "text", "texts")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"text {i} is {type(t).__name__}: a BYTES element must be a string")
+    return [_tensor("text", "BYTES", [len(texts)], texts)], {}
+
+
+def _image_inputs(body: Any) -> Inputs:
+    """The image kit (handlers/kits/image/oip.py): base64 files as the BYTES input `image` (each
+    element the decoded file's bytes), grids as the FP32 input `grid` (images x rows x columns)."""
+    images = _one_or_many(body, "image", "images")
+    if all(isinstance(x, str) for x in images):
+        files = []
+        for i, x in enumerate(images):
+            try:
+                files.append(base64.b64decode(x, validate=True))
+            except ValueError:
+                raise ValueError(f"image {i} is a string but not base64: no file to send") from None
+        return [_tensor("image", "BYTES", [len(files)], files)], {}
+    if not all(isinstance(x, list) for x in images):
+        raise ValueError(
+            "a request's images go as one input: all base64 files (image) or all grids (grid)"
+        )
+    for i, grid in enumerate(images):
+        if not grid or not all(isinstance(r, list) and all(map(_number, r)) for r in grid):
+            raise ValueError(f"image {i} is not a grid: rows of numbers only")
+    rows, cols = len(images[0]), len(images[0][0])
+    if any(len(g) != rows or any(len(r) != cols for r in g) for g in images):
+        raise ValueError(
+            f"the grids are not all {rows} x {cols}: one FP32 tensor holds grids of the same size"
+        )
+    data = [x for g in images for r in g for x in r]
+    return [_tensor("grid", "FP32", [len(images), rows, cols], data)], {}
+
+
+SIGNAL_FIELDS = ("signal", "frequencies", "sample_rate", "stream", "state", "band")
+"""The signal kit's JSON request fields (handlers/kits/signal/codec.py `decode_request`)."""
+
+
+def _signal_inputs(body: Any) -> Inputs:
+    """The signal kit (handlers/kits/signal/oip.py): the samples as the FP32 input `signal`, the
+    options as request parameters (`frequencies` a comma list, `sample_rate`, `stream`, `state`,
+    `band`)."""
+    fields = _fields(body, SIGNAL_FIELDS, "a 'signal' and its options")
+    signal = fields.get("signal")
+    if not isinstance(signal, list) or not signal:
+        raise ValueError("the body needs 'signal', a non-empty list of numbers")
+    if not all(map(_number, signal)):
+        raise ValueError("'signal' must be a flat list of numbers: the FP32 input is samples")
+    parameters: dict[str, Any] = {}
+    freqs = fields.get("frequencies")
+    if isinstance(freqs, list) and freqs and all(map(_number, freqs)):
+        parameters["frequencies"] = ",".join(str(f) for f in freqs)  # exact: int or float repr
+    elif isinstance(freqs, str):
+        parameters["frequencies"] = freqs
+    elif freqs is not None:
+        raise ValueError("'frequencies' must be a non-empty list of numbers (or a comma list)")
+    rate = fields.get("sample_rate")
+    if rate is not None:
+        if not (_number(rate) or isinstance(rate, str)):
+            raise ValueError("'sample_rate' must be a number")
+        parameters["sample_rate"] = rate
+    for name, kind in (("stream", bool), ("band", bool), ("state", str)):
+        if name in fields:
+            if not isinstance(fields[name], kind):
+                raise ValueError(f"'{name}' must be a {kind.__name__}: a request parameter")
+            parameters[name] = fields[name]
+    return [_tensor("signal", "FP32", [len(signal)], signal)], parameters
+
+
+def _record_inputs(body: Any) -> Inputs:
+    """Tabular's contract (handlers/tabular/oip.py): one input per field, named as the field, one
+    element per record (one record, or {"records": [...]})."""
     records = body.get("records") if isinstance(body, dict) and "records" in body else [body]
     if not records or not all(isinstance(r, dict) for r in records):
         raise ValueError("an OIP rollout sends records of named fields (a JSON object each)")
@@ -236,22 +346,104 @@ def oip_request(body: Any) -> dict[str, Any]:
     inputs = []
     for name in names:
         column = [r[name] for r in records]
-        inputs.append(
-            {"name": name, "datatype": _datatype(column), "shape": [len(column)], "data": column}
-        )
-    return {"inputs": inputs}
+        inputs.append(_tensor(name, _datatype(column), [len(column)], column))
+    return inputs, {}
 
 
-def oip_rows(answer: Any) -> Any:
-    """An inference answer's output tensors as the JSON rows the model answers TorchServe's
-    clients with: row i holds each output's i-th element (a list where the output has more than
-    one dimension, e.g. the classes' probabilities, in the classes' order); one record's answer
-    is one row, as a one-record JSON body's is. Anything else is returned as it is (an error
-    body)."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("outputs"), list):
-        return answer
+OIP_INPUTS: dict[str, Callable[[Any], Inputs]] = {
+    "text": _text_inputs,
+    "image": _image_inputs,
+    "signal": _signal_inputs,
+    "tabular": _record_inputs,
+}
+"""A model's JSON body as its tensor contract's inputs, by the kit its registry line names (the
+kit's oip.py, tabular's own handlers/tabular/oip.py): the inverse of the contract's `native`."""
+
+
+def _kit(model: str) -> str:
+    from handlers.registry import get  # the registry line only: no model is imported
+
+    try:
+        kits = get(model).kits
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    if len(kits) != 1 or kits[0] not in OIP_INPUTS:
+        raise ValueError(f"{model}: no OIP request form for its kits {kits}")
+    return kits[0]
+
+
+def oip_request(body: Any, model: str) -> dict[str, Any]:
+    """A model's JSON body (what its TorchServe clients send) as the Open Inference Protocol's
+    inference request its tensor contract reads (`OIP_INPUTS`): a ValueError naming why where the
+    body is no request of the contract's tensors. BYTES elements that are a file's bytes (an
+    encoded image) stay bytes: `oip_encode` sends them as binary data."""
+    inputs, parameters = OIP_INPUTS[_kit(model)](body)
+    return {"inputs": inputs} | ({"parameters": parameters} if parameters else {})
+
+
+def oip_encode(request: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    """An inference request as a REST body and its headers: JSON, or where an input's elements are
+    bytes (JSON carries only UTF-8 text) the binary-data extension (the JSON head of
+    `Inference-Header-Content-Length` bytes, then each such input's elements, each a little-endian
+    4-byte length and its bytes)."""
+    head, tail = [], b""
+    for item in request["inputs"]:
+        if item["datatype"] == "BYTES" and any(isinstance(x, bytes) for x in item["data"]):
+            raw = b"".join(
+                len(b).to_bytes(4, "little") + b
+                for b in (x if isinstance(x, bytes) else str(x).encode() for x in item["data"])
+            )
+            parameters = dict(item.get("parameters") or {}) | {"binary_data_size": len(raw)}
+            head.append({k: v for k, v in item.items() if k != "data"} | {"parameters": parameters})
+            tail += raw
+        else:
+            head.append(item)
+    if not tail:
+        return json.dumps(request).encode(), {"Content-Type": "application/json"}
+    text = json.dumps(request | {"inputs": head}).encode()
+    return text + tail, {
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(len(text)),
+    }
+
+
+def _matrix(out: dict[str, Any]) -> list[list[Any]]:
+    """A 2-D output's rows (its data flat row-major, or nested)."""
+    data = list(out.get("data") or [])
+    if data and isinstance(data[0], list):
+        return data
+    rows, cols = (list(out.get("shape") or []) + [0, 0])[:2]
+    return [data[i * cols : (i + 1) * cols] for i in range(rows)]
+
+
+def _signal_answer(outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The signal kit's output tensors (handlers/kits/signal/oip.py `answer`) as its JSON answer
+    (codec.answer_json, less the model block): one component per frequency, its `signal` and
+    (when asked with the band) `std`."""
+    named = {o["name"]: o for o in outputs}
+
+    def scalar(name: str) -> Any:
+        data = (named.get(name) or {}).get("data") or [None]
+        return data[0]
+
+    freqs = list(named["frequencies"]["data"]) if "frequencies" in named else []
+    signal = _matrix(named["signal"]) if "signal" in named else []
+    std = _matrix(named["std"]) if "std" in named else None
+    components = [
+        {"frequency": f, "signal": signal[j]} | ({} if std is None else {"std": std[j]})
+        for j, f in enumerate(freqs)
+    ]
+    body = {name: scalar(name) for name in ("sample_rate", "out_of_distribution", "residual")}
+    body |= {name: scalar(name) for name in ("nonstationarity", "offset")}
+    body["components"] = components
+    if "state" in named:
+        body |= {"state": scalar("state"), "samples_seen": scalar("samples_seen")}
+    return body
+
+
+def _rows(outputs: list[dict[str, Any]]) -> Any:
     rows: list[dict[str, Any]] = []
-    for out in answer["outputs"]:
+    for out in outputs:
         shape, data = out.get("shape") or [len(out["data"])], list(out.get("data") or [])
         n = int(shape[0]) if shape else 1
         width = len(data) // n if n else 0
@@ -261,6 +453,20 @@ def oip_rows(answer: Any) -> Any:
             flat = len(shape) > 1 and len(data) != n  # row-major, else one element a row
             rows[i][out["name"]] = data[i * width : (i + 1) * width] if flat else data[i]
     return rows[0] if len(rows) == 1 else rows
+
+
+def oip_rows(answer: Any, model: str) -> Any:
+    """An inference answer's output tensors as the JSON the model answers TorchServe's clients
+    with, by its contract: a classifier's rows (row i holds each output's i-th element, a list
+    where the output has more than one dimension, e.g. the classes' probabilities in the classes'
+    order; one item's answer is one row, as a one-item JSON body's is), the signal kit's one
+    answer of components (`_signal_answer`). Anything else is returned as it is (an error
+    body)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("outputs"), list):
+        return answer
+    if _kit(model) == "signal":
+        return _signal_answer(answer["outputs"])
+    return _rows(answer["outputs"])
 
 
 def send(
@@ -280,12 +486,12 @@ def send(
     if runtime == "oip":
         # A client's own request, mirrored, is already in the protocol's form.
         is_oip = isinstance(body, dict) and "inputs" in body
-        path, data = f"v2/models/{model}/infer", body if is_oip else oip_request(body)
+        path = f"v2/models/{model}/infer"
+        data, kind = oip_encode(body if is_oip else oip_request(body, model))
+        headers |= kind
     else:
-        path, data = f"predictions/{model}", body
-    request = urllib.request.Request(
-        f"{url.rstrip('/')}/{path}", json.dumps(data).encode(), headers
-    )
+        path, data = f"predictions/{model}", json.dumps(body).encode()
+    request = urllib.request.Request(f"{url.rstrip('/')}/{path}", data, headers)
     start = time.perf_counter()
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
@@ -301,7 +507,7 @@ def send(
     except ValueError:
         parsed = None
     if runtime == "oip" and status == 200:
-        parsed = oip_rows(parsed)
+        parsed = oip_rows(parsed, model)
     return Exchange(status, latency, parsed)
 
 
@@ -392,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runtime == "oip":  # every body as tensors, before anything is sent
         try:
             for body in bodies:
-                oip_request(body)
+                oip_request(body, args.model)
         except ValueError as e:
             print(f"rollout: {args.model} over the OIP: {e}", file=sys.stderr)
             return 2

@@ -24,7 +24,7 @@ import grpc.experimental.gevent as grpc_gevent  # noqa: E402
 from locust import HttpUser, User, constant_pacing, events, task  # noqa: E402
 
 from clients import stubs  # noqa: E402
-from deploy.rollout import oip_request  # noqa: E402
+from deploy.rollout import oip_encode, oip_request  # noqa: E402
 from tools.registry import MODELS, get  # noqa: E402
 
 grpc_gevent.init_gevent()  # grpc's C core must yield to gevent
@@ -66,10 +66,12 @@ class RestUser(HttpUser):
     def predict(self) -> None:
         body = light_request(int(time.time() * 1000))
         oip = RUNTIME == "oip"
+        data, kind = oip_encode(oip_request(body, MODEL)) if oip else (json.dumps(body), {})
+        headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
         with self.client.post(
             f"/v2/models/{MODEL}/infer" if oip else f"/predictions/{MODEL}",
-            json=oip_request(body) if oip else body,
-            headers={"Authorization": f"Bearer {TOKEN}"},
+            data=data,
+            headers=headers | kind,
             name=MODEL,
             catch_response=True,
         ) as r:

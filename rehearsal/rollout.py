@@ -555,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.runtime == "oip":  # the judge's and the clients' bodies as inference requests
         try:
-            judge.oip_request(get(args.model).samples().light_request(0))
+            judge.oip_request(get(args.model).samples().light_request(0), args.model)
         except ValueError as e:
             print(f"rollout: {args.model} over the OIP: {e}", file=sys.stderr)
             return 2

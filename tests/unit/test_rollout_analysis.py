@@ -1,6 +1,9 @@
 """deploy/rollout.py: every model's thresholds parse, and the verdict names the failing metric."""
 
+import base64
 import json
+import re
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
@@ -116,8 +119,9 @@ def test_p99_ratio_counts_latencies_under_the_floor_as_the_floor() -> None:
     assert not slow.passed and slow.reason == "p99_ratio 5.0000 not <= 3"
 
 
-def _door(label: str):
-    """A stand-in REST door on loopback answering every prediction with `label`."""
+def _door(label: str, seen: list[str] | None = None):
+    """A stand-in REST door on loopback answering every prediction with `label` (each request's
+    path appended to `seen`)."""
     import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -125,6 +129,8 @@ def _door(label: str):
     class Answer(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
+            if seen is not None:
+                seen.append(self.path)
             ok = self.path == "/predictions/tabular" and self.headers["Authorization"] == "Bearer t"
             body = json.dumps({"label": label, "probabilities": {"a": 0.9, "b": 0.1}}).encode()
             self.send_response(200 if ok else 401)
@@ -173,7 +179,7 @@ def test_bodies_writes_held_out_payloads_a_judge_reads_back(tmp_path, capsys) ->
 
 
 def test_an_oip_request_holds_each_field_as_an_input_one_element_per_record() -> None:
-    one = rollout.oip_request({"mean radius": 14.1, "grade": "b", "flag": True})
+    one = rollout.oip_request({"mean radius": 14.1, "grade": "b", "flag": True}, "tabular")
     assert one == {
         "inputs": [
             {"name": "mean radius", "datatype": "FP64", "shape": [1], "data": [14.1]},
@@ -181,11 +187,11 @@ def test_an_oip_request_holds_each_field_as_an_input_one_element_per_record() ->
             {"name": "flag", "datatype": "BOOL", "shape": [1], "data": [True]},
         ]
     }
-    two = rollout.oip_request({"records": [{"x": 1, "y": "a"}, {"x": 2.5, "y": "b"}]})
+    two = rollout.oip_request({"records": [{"x": 1, "y": "a"}, {"x": 2.5, "y": "b"}]}, "tabular")
     assert two["inputs"][0] == {"name": "x", "datatype": "FP64", "shape": [2], "data": [1, 2.5]}
     for bad in ({"image": [[0, 1], [1, 0]]}, {"records": [{"x": 1}, {"y": 2}]}, {"records": []}):
         with pytest.raises(ValueError):
-            rollout.oip_request(bad)
+            rollout.oip_request(bad, "tabular")
 
 
 def test_oip_answers_read_back_into_the_rows_the_judge_compares() -> None:
@@ -199,20 +205,22 @@ def test_oip_answers_read_back_into_the_rows_the_judge_compares() -> None:
         },
         {"name": "out_of_distribution", "datatype": "BOOL", "shape": [2], "data": [False, True]},
     ]
-    rows = rollout.oip_rows({"model_name": "tabular", "outputs": outputs})
+    rows = rollout.oip_rows({"model_name": "tabular", "outputs": outputs}, "tabular")
     assert rows == [
         {"label": "benign", "probabilities": [0.9, 0.1], "out_of_distribution": False},
         {"label": "malignant", "probabilities": [0.3, 0.7], "out_of_distribution": True},
     ]
     nested = [o | {"data": [o["data"][:2], o["data"][2:]]} for o in outputs[1:2]]
-    assert rollout.oip_rows({"outputs": nested}) == [
+    assert rollout.oip_rows({"outputs": nested}, "tabular") == [
         {"probabilities": [0.9, 0.1]},
         {"probabilities": [0.3, 0.7]},
     ]
-    one = rollout.oip_rows({"outputs": [{"name": "label", "shape": [1], "data": ["benign"]}]})
+    one = rollout.oip_rows(
+        {"outputs": [{"name": "label", "shape": [1], "data": ["benign"]}]}, "tabular"
+    )
     assert one == {"label": "benign"}  # one record's answer is one row, as its JSON answer is
     error = {"error": "bad_field", "kind": "bad_field"}
-    assert rollout.oip_rows(error) == error
+    assert rollout.oip_rows(error, "tabular") == error
     stable = Exchange(200, 0.01, rows)
     flipped = Exchange(200, 0.01, [r | {"label": "x"} for r in rows])
     limits = rollout.thresholds("tabular").model_copy(update={"min_requests": 1})
@@ -223,16 +231,186 @@ def test_oip_answers_read_back_into_the_rows_the_judge_compares() -> None:
 def test_an_oip_judge_refuses_bodies_it_cannot_send_as_tensors_before_sending_any(
     tmp_path, capsys
 ) -> None:
-    """The rollout-oip overlay's analysis Job runs the judge with --runtime oip: a model whose
-    held-out bodies are not records of named fields (sentiment's {"texts": [...]}) is refused
-    with a clear reason and exit 2, not a traceback from a worker thread; nothing is sent."""
+    """The rollout-oip overlay's analysis Job runs the judge with --runtime oip: a body that is no
+    request of the model's tensors (a digits request mixing an encoded file and a grid: the
+    contract takes one input or the other) is refused with a clear reason and exit 2, not a
+    traceback from a worker thread; nothing is sent, also of the good bodies before it."""
     bodies = tmp_path / "bodies.jsonl"
-    bodies.write_text('{"texts": ["good", "bad"]}\n' * 3)
-    server, url = _door("a")
+    good = json.dumps({"image": [[0, 1], [1, 0]]})
+    bodies.write_text(f"{good}\n" * 2 + json.dumps({"images": [[[0, 1]], "iVBORw0KGgo="]}) + "\n")
+    seen: list[str] = []
+    server, url = _door("a", seen)
     try:
-        argv = ["judge", "sentiment", "--stable", url, "--candidate", url, "--bodies", str(bodies)]
+        argv = ["judge", "digits", "--stable", url, "--candidate", url, "--bodies", str(bodies)]
         assert rollout.main([*argv, "--runtime", "oip"]) == 2
     finally:
         server.shutdown()
     err = capsys.readouterr().err
-    assert err.startswith("rollout: sentiment over the OIP: no tensor datatype holds"), err
+    assert err.startswith("rollout: digits over the OIP: a request's images go as one input"), err
+    assert seen == []
+
+
+# --- every model's held-out bodies over the Open Inference Protocol -------------------------------
+
+
+def _contract_settings(model: str, request: pytest.FixtureRequest) -> object:
+    """What the model's tensor contract reads of its settings: the real ones where they are a
+    trained export's (tabular's schema, from the session's tiny export), else the few fields
+    its inputs and outputs name (the served frequencies, sample rate and limits of the signal kit)."""
+    if model == "tabular":
+        from handlers.service import ModelService
+        from tests.fixtures.served import handler_config
+
+        artifacts = request.getfixturevalue("tabular_artifacts")
+        return ModelService.from_dir(artifacts, name=model, config=handler_config(model)).settings
+    from tools.frequency.samples import EXTRACT, SAMPLE_RATE
+
+    return SimpleNamespace(
+        labels=("negative", "positive"),
+        export=SimpleNamespace(classes=tuple("0123456789")),
+        sample_rate=int(SAMPLE_RATE),
+        frequencies=tuple(EXTRACT[-1]),
+        max_samples=1 << 20,
+    )
+
+
+def _held_out(model: str) -> list:
+    """The bodies a rollout judges `model` on: its held-out load payloads (the draw `make rollout`
+    and `judge` make, one and several items a body), its clients' light request, and for digits
+    an encoded image (its JSON form's other kind)."""
+    from tools.registry import get
+
+    samples = get(model).samples()
+    bodies = rollout.judge_bodies(model, 24, seed=3) + [samples.light_request(1)]
+    if model == "digits":
+        png, _, _ = samples.binary_example()
+        b64 = base64.b64encode(png).decode()
+        bodies += [{"image": b64}, {"images": [b64, b64]}]
+    if model == "sentiment":
+        bodies.append({"texts": ["good", "a dull, long film"]})
+    if model == "frequency":
+        bodies.append(bodies[0] | {"stream": True, "band": False, "frequencies": "1,3"})
+    return bodies
+
+
+def _server_reads(encoded: bytes, headers: dict[str, str]) -> tuple[list, dict]:
+    """The request as the OIP server's edge reads it (oip/edge.py: JSON, or the binary-data
+    extension), as the input items and parameters oip/contract.py reads."""
+    from oip.edge import binary_head, check_rest
+
+    lower = {k.lower(): v for k, v in headers.items()}
+    head = check_rest(encoded, lower)
+    raws: list = [None] * len(head.inputs)
+    if not lower.get("content-type", "").startswith("application/json"):
+        head, raws = binary_head(encoded, lower["inference-header-content-length"])
+    items = [
+        SimpleNamespace(name=i.name, datatype=i.datatype, shape=i.shape, data=i.data, _raw_data=raw)
+        for i, raw in zip(head.inputs, raws, strict=True)
+    ]
+    return items, dict(head.parameters or {})
+
+
+def _texts(body: dict) -> tuple[str, ...]:
+    """A sentiment JSON body's texts as the text kit reads them."""
+    from handlers.codec import Payload
+    from handlers.kits.text.inputs import parse_texts
+
+    return parse_texts(Payload("json", body), 1 << 20, 1 << 10).texts
+
+
+@pytest.mark.parametrize("model", names())
+def test_every_models_held_out_bodies_become_the_tensors_its_contract_reads(
+    model: str, request: pytest.FixtureRequest
+) -> None:
+    """Each held-out body, as the judge sends it over the OIP, is read by the real server's edge
+    and the model's own tensor contract (oip/contract.py) back into the request the model's JSON
+    clients send: the same texts, images, signal and options, records."""
+    from oip.contract import Contract
+
+    settings = _contract_settings(model, request)
+    contract = Contract(model, settings)
+    for body in _held_out(model):
+        encoded, headers = rollout.oip_encode(rollout.oip_request(body, model))
+        items, parameters = _server_reads(encoded, headers)
+        native = contract.native(contract.read_inputs(items), parameters)
+        if model == "frequency":
+            from handlers.kits.signal import codec
+            from handlers.service import Request
+
+            got = codec.decode_request(Request(native.body, native.headers), settings)
+            want = codec.decode_request(Request(body), settings)
+            assert got.signal.tobytes() == want.signal.tobytes()
+            assert (got.frequencies, got.selectors, got.sample_rate) == (
+                want.frequencies, want.selectors, want.sample_rate,
+            )  # fmt: skip
+            assert (got.start, got.state, got.band) == (want.start, want.state, want.band)
+            continue
+        sent = json.loads(native.body)
+        if model == "sentiment":
+            assert tuple(sent["texts"]) == _texts(body)
+        elif model == "digits":
+            images = body.get("images", [body.get("image")])
+            assert len(sent["images"]) == len(images)
+            for got, want in zip(sent["images"], images, strict=True):
+                assert got == want  # the same base64, or the same grid (its numbers as floats)
+        else:
+            records = body.get("records", [body])
+            assert sent["records"] == [{k: float(v) for k, v in r.items()} for r in records]
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "why"),
+    [
+        ("digits", {"images": [[[0, 1], [1, 0]], "iVBORw0KGgo="]}, "one input"),
+        ("digits", {"images": [[[0, 1], [1, 0]], [[0, 1, 2]]]}, "same size"),
+        ("digits", {"image": "not base64!"}, "base64"),
+        ("digits", {"image": [[0, True]]}, "numbers"),
+        ("digits", {"image": [[0]], "images": [[[0]]]}, '"image" or "images"'),
+        ("sentiment", {"texts": ["good", 3]}, "string"),
+        ("sentiment", {"text": "good", "lang": "en"}, "'lang'"),
+        ("frequency", {"signal": [[0.0, 1.0]]}, "flat"),
+        ("frequency", {"signal": [0.0, 1.0], "frequencies": [1, True]}, "frequencies"),
+        ("frequency", {"signal": [0.0], "window": 3}, "'window'"),
+        ("frequency", {"frequencies": [1]}, "'signal'"),
+        ("tabular", {"image": [[0, 1], [1, 0]]}, "named scalars"),
+        ("tabular", {"records": [{"x": 1}, {"y": 2}]}, "same fields"),
+    ],
+)
+def test_a_body_that_is_not_the_models_tensors_is_refused_saying_why(
+    model: str, body: object, why: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(why)):
+        rollout.oip_request(body, model)
+
+
+def test_frequency_oip_answers_read_back_into_its_json_answers_components() -> None:
+    """The signal kit's output tensors (handlers/kits/signal/oip.py) as its JSON answer
+    (codec.answer_json): one component per frequency, its signal and std; the judge compares them."""
+    outputs = [
+        {"name": "signal", "datatype": "FP32", "shape": [2, 3], "data": [1, 2, 3, 4, 5, 6]},
+        {"name": "std", "datatype": "FP32", "shape": [2, 3], "data": [[0.1] * 3, [0.2] * 3]},
+        {"name": "frequencies", "datatype": "FP64", "shape": [2], "data": [1.0, 3.0]},
+        {"name": "sample_rate", "datatype": "INT64", "shape": [1], "data": [1000]},
+        {"name": "residual", "datatype": "FP64", "shape": [1], "data": [0.01]},
+        {"name": "out_of_distribution", "datatype": "BOOL", "shape": [1], "data": [True]},
+    ]
+    got = rollout.oip_rows({"model_name": "frequency", "outputs": outputs}, "frequency")
+    assert got == {
+        "sample_rate": 1000,
+        "out_of_distribution": True,
+        "residual": 0.01,
+        "nonstationarity": None,
+        "offset": None,
+        "components": [
+            {"frequency": 1.0, "signal": [1, 2, 3], "std": [0.1] * 3},
+            {"frequency": 3.0, "signal": [4, 5, 6], "std": [0.2] * 3},
+        ],
+    }
+    bandless = rollout.oip_rows({"outputs": [outputs[0], outputs[2]]}, "frequency")
+    assert [c.keys() for c in bandless["components"]] == [{"frequency", "signal"}] * 2
+    shifted = [outputs[0] | {"data": [x + 0.5 for x in outputs[0]["data"]]}, *outputs[1:]]
+    moved = rollout.oip_rows({"outputs": shifted}, "frequency")
+    limits = rollout.thresholds("frequency").model_copy(update={"min_requests": 1})
+    verdict = analyse(limits, [Exchange(200, 0.01, got)], [Exchange(200, 0.01, moved)])
+    assert verdict.metrics["component_mad"] == pytest.approx(0.5)
+    assert not verdict.passed
