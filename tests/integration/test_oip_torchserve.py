@@ -230,3 +230,48 @@ def json_data(array: np.ndarray) -> list:
     if array.dtype == object:
         return [bytes(x).decode() for x in array.ravel()]
     return array.ravel().tolist()
+
+
+@pytest.mark.parametrize("model", registry.names())
+def test_the_rollout_judges_held_out_requests_are_answered_alike_over_the_oip(
+    served, oip_server, model
+):
+    """`make rollout RUNTIME=oip` and `judge --runtime oip`: the judge's held-out bodies
+    (deploy/rollout.py `judge_bodies`; for digits also encoded files, sent as binary data, and for
+    sentiment several texts in one body), sent over the protocol as the model's tensors and read
+    back into its JSON answers, are answered as TorchServe's REST answers the same bodies: the
+    same labels and probabilities (classifiers), the same components (frequency), the same
+    out-of-distribution flags; the judge finds nothing to tell the two apart."""
+    from deploy import rollout
+    from tools.registry import get
+
+    bodies = rollout.judge_bodies(model, 6, seed=5)
+    if model == "digits":
+        png = base64.b64encode(get("digits").samples().binary_example()[0]).decode()
+        bodies += [{"image": png}, {"images": [png, png]}]
+    if model == "sentiment":  # several texts a body too, whatever the draw gave
+        bodies.append({"texts": [t for b in bodies for t in b.get("texts", [b.get("text")])][:3]})
+    token = served.keys["inference"]
+    rest = [rollout.send(served.inference_url, model, b, token) for b in bodies]
+    oip = [rollout.send(oip_server.url, model, b, oip_server.token, runtime="oip") for b in bodies]
+    for body, r, o in zip(bodies, rest, oip, strict=True):
+        assert r.status == o.status == 200, (str(body)[:200], r.body, o.body)
+        for want, got in zip(rollout._answers(r.body), rollout._answers(o.body), strict=True):
+            if model == "frequency":
+                assert [c["frequency"] for c in got["components"]] == [
+                    c["frequency"] for c in want["components"]
+                ]
+                for g, w in zip(got["components"], want["components"], strict=True):
+                    np.testing.assert_allclose(g["signal"], w["signal"], atol=1e-6)
+                    np.testing.assert_allclose(g["std"], w["std"], atol=1e-6)
+                assert got["out_of_distribution"] == want["out_of_distribution"]
+                continue
+            assert got["label"] == want["label"]
+            assert got["probabilities"] == list(want["probabilities"].values())
+            if "out_of_distribution" in got:
+                assert got["out_of_distribution"] == want["out_of_distribution"]
+    limits = rollout.thresholds(model).model_copy(update={"min_requests": 1})
+    verdict = rollout.analyse(limits, rest, oip)
+    assert verdict.passed, verdict
+    assert verdict.metrics.get("label_agreement", 1.0) == 1.0
+    assert verdict.metrics.get("component_mad", 0.0) < 1e-6
