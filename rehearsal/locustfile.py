@@ -66,7 +66,9 @@ class RestUser(HttpUser):
     def predict(self) -> None:
         body = light_request(int(time.time() * 1000))
         oip = RUNTIME == "oip"
-        data, kind = oip_encode(oip_request(body, MODEL)) if oip else (json.dumps(body), {})
+        data, kind = (
+            oip_encode(oip_request(body, MODEL)) if oip else (json.dumps(body).encode(), {})
+        )
         headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
         with self.client.post(
             f"/v2/models/{MODEL}/infer" if oip else f"/predictions/{MODEL}",
