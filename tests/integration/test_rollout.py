@@ -265,26 +265,37 @@ def test_a_candidate_that_stalls_mid_canary_costs_no_client_request(
 
 
 def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back(
-    tabular_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tabular_archive: Path,
+    frequency_archive: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`make rollout RUNTIME=oip`: the replica sets serve the Open Inference Protocol (the pods'
     RUNTIME=oip), health-checked at its readiness route; the judge and the Locust users speak its
     /v2 REST. The good candidate is promoted, the bad one (every label flipped) rolled back at the
-    shadow step; neither costs a client request. Three pods (stable, good, bad), one start."""
+    shadow step; neither costs a client request. Frequency too, on the same replicas: its signal
+    sent as tensors and its answers read back into components, a candidate under another version
+    is promoted with the components equal. Three pods (stable, good, bad), one start."""
     monkeypatch.delenv("MODEL_BUCKET", raising=False)
     bad_mar = labels_swapped(tabular_archive, tmp_path / "candidate" / "tabular-bad.mar")
-    tabular = {"tabular": tabular_archive}
-    pods = rollout.replicas(tabular, tabular, tmp_path / "pods", runtime="oip")
+    frequency_b = version_bumped(frequency_archive, tmp_path / "candidate" / "frequency.mar")
+    pods = rollout.replicas(
+        {"tabular": tabular_archive, "frequency": frequency_archive},
+        {"tabular": tabular_archive, "frequency": frequency_b},
+        tmp_path / "pods",
+        runtime="oip",
+    )
     a = pods[rollout.STABLE]
     bad_pod = Pod(
         tmp_path / "pods" / "bad", {"tabular": bad_mar}, [rollout.TOKEN], a.config,
         state_key=a.state_key, runtime="oip",
     )  # fmt: skip
 
-    def run(name: str, candidate: Path, b: Pod, steps: list[int]) -> dict:
+    def run(name: str, candidate: Path, b: Pod, steps: list[int], model: str = "tabular") -> dict:
         (tmp_path / name).mkdir()
+        stable = frequency_archive if model == "frequency" else tabular_archive
         return rollout.Rollout(
-            "tabular", tabular_archive, candidate, tmp_path / name, steps=steps, step_s=2,
+            model, stable, candidate, tmp_path / name, steps=steps, step_s=2,
             judge_requests=20, users=2, pods={rollout.STABLE: a, rollout.CANDIDATE: b},
             runtime="oip",
         ).run()  # fmt: skip
@@ -298,6 +309,7 @@ def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back
             assert requests.get(f"{pod.http}/ping", headers=auth, timeout=30).status_code == 404
         good = run("good", tabular_archive, pods[rollout.CANDIDATE], [5, 100])
         bad = run("bad", bad_mar, bad_pod, [5, 100])
+        freq = run("frequency", frequency_b, pods[rollout.CANDIDATE], [100], "frequency")
     finally:
         for pod in (*pods.values(), bad_pod):
             pod.kill()
@@ -313,3 +325,10 @@ def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back
     assert bad["clients"]["failed"] == 0 and bad["clients"]["requests"] > 0, bad["clients"]
     assert bad["clients"]["answered_by"]["b"] == 0  # clients never got the bad answers
     assert bad["promotion"]["done"] is False
+
+    assert freq["outcome"] == "promoted", freq
+    assert [s["step"] for s in freq["steps"]] == ["shadow", "canary 100%"]
+    for step in freq["steps"]:  # every paired answer's components compared, all equal
+        assert step["metrics"]["compared"] >= 20, step["metrics"]
+        assert step["metrics"]["component_mad"] < 1e-6, step["metrics"]
+    assert freq["clients"]["failed"] == 0 and freq["clients"]["answered_by"]["b"] > 0
