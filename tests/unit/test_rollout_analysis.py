@@ -326,13 +326,14 @@ def test_every_models_held_out_bodies_become_the_tensors_its_contract_reads(
     and the model's own tensor contract (oip/contract.py) back into the request the model's JSON
     clients send: the same texts, images, signal and options, records."""
     from oip.contract import Contract
+    from tests.support import wire
 
     settings = _contract_settings(model, request)
     contract = Contract(model, settings)
     for body in _held_out(model):
         encoded, headers = rollout.oip_encode(rollout.oip_request(body, model))
         items, parameters = _server_reads(encoded, headers)
-        native = contract.native(contract.read_inputs(items), parameters)
+        native = wire.native(contract, contract.read_inputs(items), parameters)
         if model == "frequency":
             from handlers.kits.signal import codec
             from handlers.service import Request
