@@ -196,20 +196,20 @@ def stage_times(
     return hook(artifacts, runtime, handler, payloads, shape.batch_size, min_seconds)
 
 
-def handler_throughput(
+def handler_path(
     model: str,
     artifacts: Path,
     runtime: str,
     payloads: list[dict],
     body: str,
-    min_seconds: float = 3.0,
     overrides: dict | None = None,
-) -> dict:
-    """Requests per second of the model's whole handler path in this process, from the wire bytes
-    a worker receives to the answer bytes it returns (the model's parse, inference and reply; the
-    worker hands bodies over as bytes, config.properties' decode_input_request=false): what a
-    served request costs inside the worker, without the frontend, the network or the load
-    generator. The model is its bench.py `load` hook's, else its registry `MODEL.load`."""
+):
+    """The model's whole handler path in this process, ready to be timed: (run, batches,
+    refused). `run(batch)` hands a batch of wire bodies to the model's `ModelService` as a worker
+    does (the worker hands bodies over as bytes, config.properties' decode_input_request=false)
+    and raises a request's client error; `batches` are `payloads` as `body` bodies in serving-size
+    batches; `refused[0]` counts the requests refused over the batch's work budget (a fast 503, as
+    served). The model is its bench.py `load` hook's, else its registry `MODEL.load`."""
     from bench.served import float32_request
     from handlers.budget import Overloaded
     from handlers.errors import RequestError
@@ -226,19 +226,34 @@ def handler_throughput(
             rows.append((raw, headers))
         else:
             rows.append((json.dumps(p).encode(), {"Content-Type": "application/json"}))
+    refused = [0]
 
     def run(batch: list[tuple[bytes, dict]]) -> None:
-        # The worker hands the body over as bytes (decode_input_request=false); the service does
-        # the rest, exactly as a worker runs it (parse, budget, model, reply).
         requests = [Request(raw, headers) for raw, headers in batch]
         for result in service.handle_batch(requests):
             if isinstance(result, Overloaded):
-                refused[0] += 1  # over the batch's work budget, as served: a fast 503
+                refused[0] += 1
             elif isinstance(result, RequestError):
                 raise result
 
-    refused = [0]
     batches = [rows[i : i + shape.batch_size] for i in range(0, len(rows), shape.batch_size)]
+    return run, batches, refused
+
+
+def handler_throughput(
+    model: str,
+    artifacts: Path,
+    runtime: str,
+    payloads: list[dict],
+    body: str,
+    min_seconds: float = 3.0,
+    overrides: dict | None = None,
+) -> dict:
+    """Requests per second of the model's whole handler path in this process (`handler_path`),
+    from the wire bytes a worker receives to the answer bytes it returns (the model's parse,
+    inference and reply): what a served request costs inside the worker, without the frontend,
+    the network or the load generator."""
+    run, batches, refused = handler_path(model, artifacts, runtime, payloads, body, overrides)
     for b in batches:  # warm-up, as for the bare model
         run(b)
     refused[0] = 0
