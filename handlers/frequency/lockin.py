@@ -58,14 +58,43 @@ def one_hot(selectors, num_frequencies: int, blocks: int) -> np.ndarray:
     return x
 
 
+def block_means(values: np.ndarray, block: int) -> np.ndarray:
+    """(R, N) → (R, N / block) twice each block's mean. The sum runs from 0.0 through the block's
+    samples in order, the order numpy's mean takes over the block axis of (R, N / block, block, 2)
+    products: bitwise the same as that mean, without interleaving I and Q."""
+    r, n = values.shape
+    parts = values.reshape(r, n // block, block)
+    total = np.zeros((r, n // block))
+    for k in range(block):
+        total += parts[:, :, k]
+    total /= block
+    total *= 2.0
+    return total
+
+
+def _features(
+    products_i: np.ndarray, products_q: np.ndarray, selectors, num_frequencies: int, block: int
+) -> np.ndarray:
+    """The I and Q products (R, N) → the LSTM's inputs (R, N / block, 2 + F) float32."""
+    r, n = products_i.shape
+    out = np.zeros((r, n // block, 2 + num_frequencies), dtype=np.float32)
+    out[..., 0] = block_means(products_i, block)
+    out[..., 1] = block_means(products_q, block)
+    sel = np.asarray(selectors, dtype=np.int64).reshape(-1)
+    out[np.arange(r), :, 2 + sel] = 1.0
+    return out
+
+
 def block_features(products: np.ndarray, selectors, num_frequencies: int, block: int) -> np.ndarray:
     """(R, N, 2) scaled sample x reference products (N a multiple of `block`) → the LSTM's inputs
     (R, N / block, 2 + F): twice the block means (2I, 2Q plus the beats), then the one-hot
     selector."""
-    r, n = products.shape[0], products.shape[1]
-    means = products.reshape(r, n // block, block, 2).mean(axis=2) * 2.0
-    return np.concatenate(
-        [means.astype(np.float32), one_hot(selectors, num_frequencies, n // block)], axis=-1
+    return _features(
+        np.ascontiguousarray(products[..., 0]),
+        np.ascontiguousarray(products[..., 1]),
+        selectors,
+        num_frequencies,
+        block,
     )
 
 
@@ -84,14 +113,18 @@ def window_inputs(
     sin, cos = sin_d[row_of.reshape(-1)], cos_d[row_of.reshape(-1)]
     x = windows / scale
     x[np.arange(w)[None, :] >= lengths[:, None]] = 0.0
-    products = np.stack([x * sin, x * cos], axis=-1)
-    return block_features(products, selectors, len(frequencies), block), scale, sin, cos
+    features = _features(x * sin, x * cos, selectors, len(frequencies), block)
+    return features, scale, sin, cos
 
 
 def compose(iq: np.ndarray, sin: np.ndarray, cos: np.ndarray, block: int) -> np.ndarray:
     """(R, NB, 2) per-block (I, Q) → (R, NB * block) I*sin + Q*cos at each sample's phase."""
-    rep = np.repeat(iq, block, axis=1)
+    r, nb = iq.shape[:2]
     n = sin.shape[-1]
+    if n == nb * block:  # each block's (I, Q) broadcast over its samples: the same products
+        s3, c3 = sin.reshape(r, nb, block), cos.reshape(r, nb, block)
+        return (iq[:, :, 0:1] * s3 + iq[:, :, 1:2] * c3).reshape(r, n)
+    rep = np.repeat(iq, block, axis=1)
     return rep[:, :n, 0] * sin + rep[:, :n, 1] * cos
 
 
@@ -109,9 +142,17 @@ def band_terms(hidden: np.ndarray, weight: np.ndarray, dropout: float) -> np.nda
 
 def band(terms: np.ndarray, sin: np.ndarray, cos: np.ndarray, block: int) -> np.ndarray:
     """(R, NB, 3) band terms → (R, N) std at each sample's phase."""
-    rep = np.repeat(terms, block, axis=1)
+    r, nb = terms.shape[:2]
     n = sin.shape[-1]
-    rep = rep[:, :n]
+    if n == nb * block:  # each block's terms broadcast over its samples: the same products
+        s, c = sin.reshape(r, nb, block), cos.reshape(r, nb, block)
+        a, b2, cc = terms[:, :, 0:1], 2 * terms[:, :, 1:2], terms[:, :, 2:3]
+        var = a * s * s
+        var += b2 * s * c
+        var += cc * c * c
+        np.maximum(var, 0.0, out=var)
+        return np.sqrt(var, out=var).reshape(r, n)
+    rep = np.repeat(terms, block, axis=1)[:, :n]
     var = rep[..., 0] * sin * sin + 2 * rep[..., 1] * sin * cos + rep[..., 2] * cos * cos
     return np.sqrt(np.maximum(var, 0.0))
 
@@ -119,17 +160,24 @@ def band(terms: np.ndarray, sin: np.ndarray, cos: np.ndarray, block: int) -> np.
 def blend_weights(length: int, window: int, block: int) -> tuple[np.ndarray, np.ndarray]:
     """How much the forward and the backward pass over a window of `length` real samples are
     trusted at each of its `window` positions: the square of the blocks each has read."""
+    fwd, back = _blend_weights(np.asarray([length]), window, block)
+    return fwd[0], back[0]
+
+
+def _blend_weights(lengths: np.ndarray, window: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """`blend_weights` of windows of `lengths` (R,) real samples: (R, window) each."""
     pos = np.arange(window)
     fwd = (pos // block + 1).astype(np.float64)
-    back = ((np.maximum(length - 1 - pos, 0)) // block + 1).astype(np.float64)
-    return fwd * fwd, back * back
+    back = ((np.maximum(lengths[:, None] - 1 - pos, 0)) // block + 1).astype(np.float64)
+    return np.broadcast_to(fwd * fwd, back.shape), back * back
 
 
 def reverse_rows(windows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Each row's first `lengths[r]` samples in reverse order, zeros after."""
-    out = np.zeros_like(windows)
-    for r, m in enumerate(lengths):
-        out[r, :m] = windows[r, :m][::-1]
+    w = windows.shape[1]
+    index = np.asarray(lengths, dtype=np.int64)[:, None] - 1 - np.arange(w)[None, :]
+    out = np.take_along_axis(windows, np.maximum(index, 0), axis=1)
+    out[index < 0] = 0
     return out
 
 
@@ -170,14 +218,14 @@ def read_windows(
         )  # fmt: skip
     fwd, back = out[:r], reverse_rows(out[r:], lengths)
     fwd_std, back_std = std[:r], reverse_rows(std[r:], lengths)
-    answer = np.zeros((r, w))
+    wf, wb = _blend_weights(np.asarray(lengths, dtype=np.int64), w, block)
+    total = wf + wb
+    answer = (fwd * wf + back * wb) / total
     spread = np.zeros((r, w))
-    for k, m in enumerate(lengths):
-        wf, wb = blend_weights(int(m), w, block)
-        total = wf + wb
-        answer[k] = (fwd[k] * wf + back[k] * wb) / total
-        if rows[k]:
-            spread[k] = (fwd_std[k] * wf + back_std[k] * wb) / total
+    if rows.all():
+        spread = (fwd_std * wf + back_std * wb) / total
+    elif rows.any():
+        spread[rows] = (fwd_std[rows] * wf[rows] + back_std[rows] * wb[rows]) / total[rows]
     return answer, spread
 
 
