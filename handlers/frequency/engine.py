@@ -63,32 +63,37 @@ class FrequencyEngine:
         (handlers/kits/signal/windowing.windowed). The band is computed only for the requests
         that ask for it (`SignalRequest.band`); the answers are the same either way."""
         s = self.settings
+        window, hop = s.window, s.hop
         # Row by row as windowed lays them out: per request, per selector, its windows.
         banded = np.array(
             [
                 r.band
                 for r in requests
-                for _ in range(len(r.selectors) * num_windows(r.signal.shape[0], s.window, s.hop))
+                for _ in range(len(r.selectors) * num_windows(r.signal.shape[0], window, hop))
             ],
             dtype=bool,
         )
+        # The band's factors from sample 0 (the longest banded request's; a shorter one's are
+        # their first samples).
+        longest = max((r.signal.shape[0] for r in requests if r.band), default=0)
+        factors = s.band_factors("windows", 0, longest)
 
-        def read(rows: np.ndarray, lengths: np.ndarray, selectors: np.ndarray) -> tuple:
-            return read_windows(rows, lengths, selectors, s.frequencies, s.sample_rate, s.block,
+        def read(
+            wins: np.ndarray, lengths: np.ndarray, source: np.ndarray, selectors: np.ndarray
+        ) -> tuple:
+            return read_windows(wins, lengths, selectors, s.frequencies, s.sample_rate, s.block,
                                 self._run_sequence, self.head_weight, self.head.dropout,
-                                banded)  # fmt: skip
+                                banded, source)  # fmt: skip
 
         pairs = [(r.signal, r.selectors) for r in requests]
         return [
             # the band calibrated at training (handlers/frequency/settings.BandScale)
             Components(
                 out,
-                (std * s.band_factors("windows", 0, std.shape[-1])).astype(std.dtype)
-                if req.band
-                else None,
+                (std * factors[: std.shape[-1]]).astype(std.dtype) if req.band else None,
             )
             for req, (out, std) in zip(
-                requests, windowed(pairs, s.window, s.hop, read, HANN), strict=True
+                requests, windowed(pairs, window, hop, read, HANN), strict=True
             )
         ]
 

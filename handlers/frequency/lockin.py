@@ -20,6 +20,7 @@ Both served modes use these functions, and training's quality figures use them t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,21 +99,44 @@ def block_features(products: np.ndarray, selectors, num_frequencies: int, block:
     )
 
 
+@functools.lru_cache(maxsize=32)
+def _oscillators(
+    hz: tuple[float, ...], window: int, sample_rate: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`reference` of the frequencies `hz` over samples 0 .. window - 1, read-only."""
+    sin, cos = reference(np.asarray(hz, dtype=np.float64), np.arange(window), sample_rate)
+    sin.setflags(write=False)
+    cos.setflags(write=False)
+    return sin, cos
+
+
 def window_inputs(
-    windows: np.ndarray, lengths: np.ndarray, selectors, frequencies, sample_rate: int, block: int
+    windows: np.ndarray,
+    lengths: np.ndarray,
+    selectors,
+    frequencies,
+    sample_rate: int,
+    block: int,
+    source: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Windows (R, W) of raw samples, each `lengths[r]` long (zeros after) → LSTM inputs
     (R, W / block, 2 + F), the running scale (R, W), and the reference sin, cos (R, W), each
-    window read from its own first sample (index 0: a window is a request of its own)."""
-    r, w = windows.shape
+    window read from its own first sample (index 0: a window is a request of its own).
+    `source` (R,): row r reads window `source[r]` of `windows` (U, W) (its length
+    `lengths[source[r]]`), so a window read for several selectors is scaled once; None: row r
+    reads window r."""
+    w = windows.shape[1]
     scale = running_scale(windows)
+    x = windows / scale
+    x[np.arange(w)[None, :] >= lengths[:, None]] = 0.0
+    if source is not None:  # each row its window's numbers, as if scaled alone (row by row)
+        src = np.asarray(source, dtype=np.int64)
+        scale, x = scale[src], x[src]
     hz = np.asarray(frequencies, dtype=np.float64)[np.asarray(selectors, dtype=np.int64)]
     # Every row starts at index 0: one oscillator row per distinct frequency, the same numbers.
     distinct, row_of = np.unique(hz, return_inverse=True)
-    sin_d, cos_d = reference(distinct, np.arange(w), sample_rate)
+    sin_d, cos_d = _oscillators(tuple(distinct.tolist()), w, sample_rate)
     sin, cos = sin_d[row_of.reshape(-1)], cos_d[row_of.reshape(-1)]
-    x = windows / scale
-    x[np.arange(w)[None, :] >= lengths[:, None]] = 0.0
     features = _features(x * sin, x * cos, selectors, len(frequencies), block)
     return features, scale, sin, cos
 
@@ -174,10 +198,16 @@ def _blend_weights(lengths: np.ndarray, window: int, block: int) -> tuple[np.nda
 
 def reverse_rows(windows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Each row's first `lengths[r]` samples in reverse order, zeros after."""
-    w = windows.shape[1]
-    index = np.asarray(lengths, dtype=np.int64)[:, None] - 1 - np.arange(w)[None, :]
-    out = np.take_along_axis(windows, np.maximum(index, 0), axis=1)
-    out[index < 0] = 0
+    out = np.zeros_like(windows)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    for m in np.unique(lengths).tolist():  # one copy per distinct length (a batch has few)
+        if m <= 0:
+            continue
+        rows = lengths == m
+        if rows.all():
+            out[:, :m] = windows[:, m - 1 :: -1]
+        else:
+            out[rows, :m] = windows[rows, m - 1 :: -1]
     return out
 
 
@@ -192,18 +222,25 @@ def read_windows(
     head_weight: np.ndarray,
     dropout: float,
     banded: np.ndarray | None = None,
+    source: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The sequence mode over windows (R, W) of raw samples, `lengths[r]` real each: every window
     read forward and backward (a reversed sum of sinusoids is one too) in one `run` call, the two
     answers blended by how much of the window each had read. `run` maps LSTM inputs (R', NB,
     2 + F) to ((I, Q) (R', NB, 2), hidden states (R', NB, H)). Returns answers and std bands
     (R, W) in the signal's units; `banded` (R,) bool: the rows whose band is computed (None: all),
-    the others' band left zero (the answers do not depend on it)."""
-    r, w = windows.shape
+    the others' band left zero (the answers do not depend on it). `source` (R,): row r reads
+    window `source[r]` of `windows` (U, W), `lengths` (U,) (a window read for several selectors
+    is scaled and reversed once); None: row r reads window r."""
+    u, w = windows.shape
+    src = np.arange(u) if source is None else np.asarray(source, dtype=np.int64)
+    r = src.shape[0]
     both = np.concatenate([windows, reverse_rows(windows, lengths)])
     lens = np.concatenate([lengths, lengths])
     sel = np.concatenate([np.asarray(selectors), np.asarray(selectors)])
-    x, scale, sin, cos = window_inputs(both, lens, sel, frequencies, sample_rate, block)
+    x, scale, sin, cos = window_inputs(both, lens, sel, frequencies, sample_rate, block,
+                                       np.concatenate([src, src + u]))  # fmt: skip
+    lengths = np.asarray(lengths)[src]
     iq, hidden = run(x)
     out = compose(iq, sin, cos, block) * scale
     rows = np.ones(r, dtype=bool) if banded is None else np.asarray(banded, dtype=bool)

@@ -151,19 +151,19 @@ def _number(value, field: str) -> float:
 
 
 def _sample_rate(value, settings: SignalSettings) -> int:
+    served = settings.sample_rate
     if value is None:
-        return settings.sample_rate
+        return served
     rate = _number(value, "sample_rate")
-    if rate != settings.sample_rate:
-        raise BadField(
-            f"unsupported sample_rate {echo(value)}: this model serves {settings.sample_rate} Hz"
-        )
-    return settings.sample_rate
+    if rate != served:
+        raise BadField(f"unsupported sample_rate {echo(value)}: this model serves {served} Hz")
+    return served
 
 
 def _frequencies(value, settings: SignalSettings) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    offered = settings.frequencies
     if value is None:
-        return settings.frequencies, tuple(range(len(settings.frequencies)))
+        return offered, tuple(range(len(offered)))
     if isinstance(value, str):
         value = [_number(v, "frequencies") for v in value.split(",") if v.strip()]
     freqs = _float_list(value, "frequencies")
@@ -171,12 +171,12 @@ def _frequencies(value, settings: SignalSettings) -> tuple[tuple[float, ...], tu
         raise BadField("'frequencies' must not be empty")
     chosen: list[float] = []
     for f in freqs.tolist():
-        if f not in settings.frequencies:
-            served = ", ".join(f"{s:g}" for s in settings.frequencies)
+        if f not in offered:
+            served = ", ".join(f"{s:g}" for s in offered)
             raise BadField(f"unsupported frequency {f:g} Hz: this model extracts {served}")
         if f not in chosen:
             chosen.append(f)
-    return tuple(chosen), tuple(settings.frequencies.index(f) for f in chosen)
+    return tuple(chosen), tuple(offered.index(f) for f in chosen)
 
 
 def _priced(samples: int, settings: SignalSettings) -> None:

@@ -208,10 +208,11 @@ class SignalPredictor(Predictor[S]):
             if isinstance(r, SignalRequest) and not r.streaming
         ]
         s = self.settings
+        window, hop = s.window, s.hop
         for (i, req), comp in zip(
             one_shot, self.engine.windows([r for _, r in one_shot]), strict=True
         ):
-            n = num_windows(req.signal.shape[0], s.window, s.hop)
+            n = num_windows(req.signal.shape[0], window, hop)
             results[i] = Extraction(
                 req.frequencies, comp, n, binary=req.binary_answer, **self._served(req, None)
             )

@@ -64,9 +64,13 @@ def stitch(pieces: np.ndarray, length: int, hop: int, skew: float = SKEW) -> np.
     return (total / weight)[:length].astype(np.float32)
 
 
-Reader = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""(windows (R, window) float64, valid samples of each (R,), selector of each (R,)) → the model's
-(output, std), each (R, window): a model's reading of windows, one runtime call for all."""
+Reader = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]
+]
+"""(windows (U, window) float64, valid samples of each (U,), the window each row reads (R,),
+selector of each row (R,)) → the model's (output, std), each (R, window): a model's reading of
+windows, one runtime call for all; a signal's windows are passed once, however many selectors
+read them."""
 
 
 def windowed(
@@ -78,29 +82,40 @@ def windowed(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every window of every (signal, selectors) read in one call of `read`, then stitched back
     per signal: [(output (F, N), std (F, N)) float32], F the signal's selectors."""
-    rows: list[np.ndarray] = []
+    wins: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
+    sources: list[np.ndarray] = []
     selectors: list[int] = []
     spans: list[tuple[int, int]] = []
+    first, start = 0, 0  # the signal's first window, its first row
     for signal, chosen in signals:
         n = signal.shape[0]
         win = split(signal.astype(np.float64), window, hop)
-        lens = np.minimum(window, n - np.arange(win.shape[0]) * hop)
-        start = sum(r.shape[0] for r in rows)
+        wins.append(win)
+        lengths.append(np.minimum(window, n - np.arange(win.shape[0]) * hop))
         for sel in chosen:
-            rows.append(win)
-            lengths.append(lens)
+            sources.append(first + np.arange(win.shape[0]))
             selectors.extend([sel] * win.shape[0])
         spans.append((start, win.shape[0]))
-    if not rows:
+        first += win.shape[0]
+        start += win.shape[0] * len(chosen)
+    if not selectors:
         return []
-    output, std = read(np.concatenate(rows), np.concatenate(lengths), np.asarray(selectors))
+    output, std = read(np.concatenate(wins), np.concatenate(lengths), np.concatenate(sources),
+                       np.asarray(selectors))  # fmt: skip
     results = []
     for (signal, chosen), (start, n) in zip(signals, spans, strict=True):
         # One overlap-add for the signal's components and their bands: (n windows, window,
         # frequencies, output|std), the same sums per sample as stitching each series alone.
         f = len(chosen)
         rows_of = slice(start, start + f * n)
+        if n == 1:  # `stitch` of one window: (0 + x * w) / (0 + w), without the copies
+            w = _shared_taper(window, skew)
+            length = signal.shape[0]
+            one = [((0.0 + part[rows_of] * w) / w)[:, :length].astype(np.float32)
+                   for part in (output, std)]  # fmt: skip
+            results.append((one[0], one[1]))
+            continue
         pieces = np.stack([output[rows_of], std[rows_of]], axis=-1)
         pieces = pieces.reshape(f, n, window, 2).transpose(1, 2, 0, 3)
         both = stitch(pieces, signal.shape[0], hop, skew)  # (samples, f, 2)
