@@ -8,9 +8,9 @@ Requests are the model's bench shape (its samples.py `bench_feed` hook: for freq
 samples asking for every frequency), batched at the model-config's batch size and threads
 (`--threads` overrides them). The handler path is bench/inprocess.handler_path (parse, budget,
 model, reply, as a worker runs it); the bare graph is bench/inprocess.InProcess (the runtime call
-alone, its inputs made beforehand). Both are timed alternately in rounds, best round of each, so
-neighbours on shared cores weigh on both alike; then cProfile over the handler path lists the
-functions that take the most time (cumulative and own).
+alone, its inputs made beforehand). Both are timed alternately in rounds (wall and CPU time per
+batch), best round of each, so neighbours on shared cores weigh on both alike; then cProfile over
+the handler path lists the functions that take the most time (cumulative and own).
 """
 
 from __future__ import annotations
@@ -30,16 +30,17 @@ from training.common.machine import describe_cpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def per_batch_ms(run, batches: list, min_seconds: float) -> float:
-    """Mean milliseconds per batch of `run` over `batches`, repeated for at least `min_seconds`."""
-    done, start = 0, time.perf_counter()
+def per_batch_ms(run, batches: list, min_seconds: float) -> tuple[float, float]:
+    """Mean milliseconds per batch of `run` over `batches`, repeated for at least `min_seconds`:
+    (wall, this process's CPU). On shared cores the CPU time moves less with the neighbours."""
+    done, start, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         for b in batches:
             run(b)
             done += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds:
-            return 1e3 * elapsed / done
+            return 1e3 * elapsed / done, 1e3 * (time.process_time() - cpu) / done
 
 
 def measure(
@@ -59,10 +60,12 @@ def measure(
     feeds = [feed for feed, _ in bare.feeds]
     for b in batches:  # warm-up (the bare model warmed up when built)
         run(b)
-    handler_ms, bare_ms = [], []
+    handler, bare_graph = [], []
     for _ in range(rounds):
-        handler_ms.append(per_batch_ms(run, batches, min_seconds))
-        bare_ms.append(per_batch_ms(bare.run, feeds, min_seconds))
+        handler.append(per_batch_ms(run, batches, min_seconds))
+        bare_graph.append(per_batch_ms(bare.run, feeds, min_seconds))
+    handler_ms, handler_cpu = [h[0] for h in handler], [h[1] for h in handler]
+    bare_ms, bare_cpu = [b[0] for b in bare_graph], [b[1] for b in bare_graph]
     best_h, best_b = min(handler_ms), min(bare_ms)
     return {
         "model": model,
@@ -72,6 +75,8 @@ def measure(
         "threads": shape.threads,
         "handler_ms_per_batch": [round(x, 3) for x in handler_ms],
         "bare_ms_per_batch": [round(x, 3) for x in bare_ms],
+        "handler_cpu_ms_per_batch": [round(x, 3) for x in handler_cpu],
+        "bare_cpu_ms_per_batch": [round(x, 3) for x in bare_cpu],
         "handler_rps": round(1e3 * shape.batch_size / best_h, 1),
         "bare_rps": round(1e3 * shape.batch_size / best_b, 1),
         "bare_share_of_handler": round(best_b / best_h, 3),

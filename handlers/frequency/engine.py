@@ -18,6 +18,7 @@ from handlers.frequency.lockin import (
 from handlers.frequency.settings import FrequencySettings
 from handlers.frequency.state import StreamState
 from handlers.frequency.stationarity import Stats, update
+from handlers.heap import keep_freed_memory
 from handlers.kits.signal.codec import SignalRequest
 from handlers.kits.signal.predict import Components
 from handlers.kits.signal.windowing import num_windows, windowed
@@ -32,6 +33,7 @@ class FrequencyEngine:
     def __init__(self, settings: FrequencySettings, model_dir: str | Path, device: str = "cpu"):
         self.settings = settings
         s = settings
+        keep_freed_memory()  # batch after batch the same MB-sized arrays: no page faults for them
         slots = core_slots(model_dir, s.threads, s.share_cores)
         self.sequence: Runtime = load_runtime(
             s.runtime,

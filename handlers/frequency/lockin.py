@@ -99,6 +99,12 @@ def block_features(products: np.ndarray, selectors, num_frequencies: int, block:
     )
 
 
+def _rows(array: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """array[index] along the first axis: the same copy, a block at a time (numpy's fancy
+    indexing copies element by element, many times slower for long rows)."""
+    return np.take(array, index, axis=0)
+
+
 @functools.lru_cache(maxsize=32)
 def _oscillators(
     hz: tuple[float, ...], window: int, sample_rate: int
@@ -131,12 +137,12 @@ def window_inputs(
     x[np.arange(w)[None, :] >= lengths[:, None]] = 0.0
     if source is not None:  # each row its window's numbers, as if scaled alone (row by row)
         src = np.asarray(source, dtype=np.int64)
-        scale, x = scale[src], x[src]
+        scale, x = _rows(scale, src), _rows(x, src)
     hz = np.asarray(frequencies, dtype=np.float64)[np.asarray(selectors, dtype=np.int64)]
     # Every row starts at index 0: one oscillator row per distinct frequency, the same numbers.
     distinct, row_of = np.unique(hz, return_inverse=True)
     sin_d, cos_d = _oscillators(tuple(distinct.tolist()), w, sample_rate)
-    sin, cos = sin_d[row_of.reshape(-1)], cos_d[row_of.reshape(-1)]
+    sin, cos = _rows(sin_d, row_of.reshape(-1)), _rows(cos_d, row_of.reshape(-1))
     features = _features(x * sin, x * cos, selectors, len(frequencies), block)
     return features, scale, sin, cos
 
@@ -249,9 +255,10 @@ def read_windows(
     if both_rows.all():
         std = band(band_terms(hidden, head_weight, dropout), sin, cos, block) * scale
     elif both_rows.any():
-        std[both_rows] = (
-            band(band_terms(hidden[both_rows], head_weight, dropout),
-                 sin[both_rows], cos[both_rows], block) * scale[both_rows]
+        at = np.flatnonzero(both_rows)
+        std[at] = (
+            band(band_terms(_rows(hidden, at), head_weight, dropout),
+                 _rows(sin, at), _rows(cos, at), block) * _rows(scale, at)
         )  # fmt: skip
     fwd, back = out[:r], reverse_rows(out[r:], lengths)
     fwd_std, back_std = std[:r], reverse_rows(std[r:], lengths)
@@ -262,7 +269,10 @@ def read_windows(
     if rows.all():
         spread = (fwd_std * wf + back_std * wb) / total
     elif rows.any():
-        spread[rows] = (fwd_std[rows] * wf[rows] + back_std[rows] * wb[rows]) / total[rows]
+        at = np.flatnonzero(rows)
+        spread[at] = (
+            _rows(fwd_std, at) * _rows(wf, at) + _rows(back_std, at) * _rows(wb, at)
+        ) / _rows(total, at)
     return answer, spread
 
 

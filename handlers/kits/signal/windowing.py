@@ -64,9 +64,7 @@ def stitch(pieces: np.ndarray, length: int, hop: int, skew: float = SKEW) -> np.
     return (total / weight)[:length].astype(np.float32)
 
 
-Reader = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]
-]
+Reader = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """(windows (U, window) float64, valid samples of each (U,), the window each row reads (R,),
 selector of each row (R,)) → the model's (output, std), each (R, window): a model's reading of
 windows, one runtime call for all; a signal's windows are passed once, however many selectors
