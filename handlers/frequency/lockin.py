@@ -64,10 +64,11 @@ def block_means(values: np.ndarray, block: int) -> np.ndarray:
     samples in order, the order numpy's mean takes over the block axis of (R, N / block, block, 2)
     products: bitwise the same as that mean, without interleaving I and Q."""
     r, n = values.shape
-    parts = values.reshape(r, n // block, block)
+    # (block, R, N / block): each block position's samples contiguous, added one after another.
+    parts = np.ascontiguousarray(values.reshape(r, n // block, block).transpose(2, 0, 1))
     total = np.zeros((r, n // block))
     for k in range(block):
-        total += parts[:, :, k]
+        total += parts[k]
     total /= block
     total *= 2.0
     return total

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from handlers.frequency.family import TRAINING, draw_parts
-from handlers.frequency.lockin import Carried, block_features, reference, stream_chunk
+from handlers.frequency.lockin import (
+    Carried,
+    block_features,
+    block_means,
+    reference,
+    stream_chunk,
+)
 from training.frequency.config import SignalSpec
 from training.frequency.data import draw_many, make_signal, rows
 
@@ -112,3 +118,52 @@ def test_window_inputs_read_each_rows_own_oscillator_to_the_bit():
     for r, s in enumerate(selectors):
         want_sin, want_cos = reference(freqs[s], np.arange(400), 1000)
         assert np.array_equal(sin[r], want_sin) and np.array_equal(cos[r], want_cos)
+
+
+def test_block_features_are_the_interleaved_mean_to_the_bit():
+    """block_features sums I and Q apart, in the order numpy's mean takes over the block axis of
+    the interleaved (R, N / block, block, 2) products: every feature bitwise that mean's, signed
+    zeros and wide magnitudes included."""
+    rng = np.random.default_rng(5)
+    r, n, block = 7, 400, 20
+    products = rng.normal(size=(r, n, 2)) * 10.0 ** rng.integers(-9, 9, size=(r, n, 2))
+    products[0, :block] = -0.0  # a block of negative zeros: the mean's sum starts at +0.0
+    products[1, :block, 0] = 0.0
+    selectors = rng.integers(0, 4, size=r)
+    means = products.reshape(r, n // block, block, 2).mean(axis=2) * 2.0
+    for k in (0, 1):  # float64, before the float32 features round most differences away
+        got_k = block_means(np.ascontiguousarray(products[..., k]), block)
+        assert np.array_equal(got_k.view(np.int64), means[..., k].view(np.int64))
+    want = np.concatenate(
+        [
+            means.astype(np.float32),
+            np.eye(4, dtype=np.float32)[selectors][:, None, :].repeat(n // block, axis=1),
+        ],
+        axis=-1,
+    )
+    got = block_features(products, selectors, 4, block)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_window_inputs_of_shared_windows_are_each_rows_own():
+    """A window read for several selectors (`source`) is scaled once: every row's inputs, scale
+    and oscillators are bitwise those of the row given its own copy of the window."""
+    from handlers.frequency.lockin import window_inputs
+
+    rng = np.random.default_rng(4)
+    windows = rng.normal(size=(5, 400))
+    lengths = rng.integers(1, 401, size=5)
+    for u, m in enumerate(lengths):
+        windows[u, m:] = 0.0
+    source = np.array([0, 0, 1, 2, 2, 2, 3, 4, 4])
+    selectors = rng.integers(0, 4, size=source.shape[0])
+    freqs = (1.0, 3.0, 5.0, 7.0)
+    shared = window_inputs(windows, lengths, selectors, freqs, 1000, 20, source)
+    alone = window_inputs(windows[source], lengths[source], selectors, freqs, 1000, 20)
+    for a, b in zip(shared, alone, strict=True):
+        assert (
+            a.dtype == b.dtype
+            and np.array_equal(a, b)
+            and np.array_equal(np.signbit(a), np.signbit(b))
+        )
