@@ -40,10 +40,12 @@ class FrequencyPredictor(SignalPredictor[FrequencySettings]):
         key = state_key if state_key is not None else load_key()
         window = stationarity.window_samples(s.sample_rate, s.frequencies)
         self.states = StateCodec(key, s.version, s.layers, s.hidden, len(s.frequencies), window)
+        self._judged = (s.sample_rate, s.frequencies, s.ood_threshold,
+                        s.nonstationarity_threshold, s.offset_threshold)  # fmt: skip
+        """What `judge` reads of the settings, read once (each a property of the export)."""
 
     def judge(self, signal: np.ndarray, state: StreamState | None = None) -> Judgement:
-        s = self.settings
-        rate, freqs = s.sample_rate, s.frequencies
+        rate, freqs, ood, nonstationary, offset = self._judged
         if state is None:
             m = stationarity.measures(stationarity.of_signal(signal, rate, freqs), rate, freqs)
             res = residual(signal, rate, freqs)
@@ -52,8 +54,7 @@ class FrequencyPredictor(SignalPredictor[FrequencySettings]):
             stats = state.stats if state.stats is not None else stationarity.Stats.zero(len(freqs))
             m = stationarity.measures(stats, rate, freqs)
             res = m.residual
-        return judgement(res, m.nonstationarity, m.offset, s.ood_threshold,
-                         s.nonstationarity_threshold, s.offset_threshold)  # fmt: skip
+        return judgement(res, m.nonstationarity, m.offset, ood, nonstationary, offset)
 
 
 def judgement(
