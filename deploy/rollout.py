@@ -357,7 +357,7 @@ OIP_INPUTS: dict[str, Callable[[Any], Inputs]] = {
     "tabular": _record_inputs,
 }
 """A model's JSON body as its tensor contract's inputs, by the kit its registry line names (the
-kit's oip.py, tabular's own handlers/tabular/oip.py): the inverse of the contract's `native`."""
+kit's oip.py, tabular's own handlers/tabular/oip.py): the inverse of its `request_of`."""
 
 
 def _kit(model: str) -> str:
@@ -417,7 +417,7 @@ def _matrix(out: dict[str, Any]) -> list[list[Any]]:
 
 
 def _signal_answer(outputs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The signal kit's output tensors (handlers/kits/signal/oip.py `answer`) as its JSON answer
+    """The signal kit's output tensors (handlers/kits/signal/oip.py) as its JSON answer
     (codec.answer_json, less the model block): one component per frequency, its `signal` and
     (when asked with the band) `std`."""
     named = {o["name"]: o for o in outputs}
