@@ -36,7 +36,7 @@ def request_of(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: ImageSettings
 ) -> ImageInput:
     """The images as the kit's request: encoded images' bytes or grids' rows (the model checks
-    them as the {"images": [...]} body `native` builds)."""
+    them as the {"images": [...]} body of their base64 and rows)."""
     if ("image" in tensors) == ("grid" in tensors):
         raise BadField('send one input: "image" (encoded images) or "grid" (grey grids)')
     if "image" in tensors:

@@ -54,7 +54,7 @@ def _parameter(parameters: dict[str, Any], name: str) -> str | None:
 def request_of(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: SignalSettings
 ) -> SignalInput:
-    """The samples and options as the kit's request: what the float32 request `native` builds
+    """The samples and options as the kit's request: what a float32 request with those headers
     carries (the model checks it as that body)."""
     state = _parameter(parameters, "state")
     if "state" in tensors:
