@@ -53,7 +53,6 @@ def answer_rows(
     model's limits is answered), with a backoff whenever a round answers none of them. Rows still
     refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
     rids = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(rows)
-
     answers: list[dict | None] = [None] * len(rows)
     pending, size, delay, stalls = list(range(len(rows))), max(1, batch_size), RETRY_DELAY_S, 0
     while pending:
