@@ -32,7 +32,7 @@ def request_of(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TabularSettings
 ) -> Records:
     """The columns as the kit's request (the model checks them by the schema, as a JSON body)."""
-    return Records.from_tensors(tensors, settings.export.schema)
+    return Records.from_tensors(tensors, settings.export.schema, settings.max_records)
 
 
 def outputs_of(answer: Answers, settings: TabularSettings) -> list[t.Output]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -53,11 +54,25 @@ def json_body(value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
+class Uncounted:
+    """A model's settings without the limits on how many items a request holds (`request_of`
+    refuses past them from the tensors' sizes, before building the request)."""
+
+    COUNTS = ("max_texts", "max_images", "max_records")
+
+    def __init__(self, settings: Any):
+        self.settings = settings
+
+    def __getattr__(self, name: str) -> Any:
+        return sys.maxsize if name in self.COUNTS else getattr(self.settings, name)
+
+
 def native(
     contract: Contract, arrays: dict[str, np.ndarray], parameters: Mapping[str, Any]
 ) -> Native:
-    """The request's tensors as the wire request a TorchServe client sends."""
-    typed = contract.module.request_of(arrays, parameters, contract.settings)
+    """The request's tensors as the wire request a TorchServe client sends: whatever their count
+    (a client is held to no limit; the server refuses past its own)."""
+    typed = contract.module.request_of(arrays, parameters, Uncounted(contract.settings))
     if isinstance(typed, TextRequest | Records):
         return Native(json_body(request_json(typed)), JSON)
     if isinstance(typed, ImageInput):

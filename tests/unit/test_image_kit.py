@@ -215,6 +215,28 @@ def test_explanations_are_priced_per_request_and_per_batch(model, service):
         assert (results[1].status, results[1].kind) == (503, "overloaded"), results[1]
 
 
+def test_more_images_than_the_limit_as_tensors_are_refused_from_their_shape(model, service):
+    """Past `max_images`, both tensor forms are refused with the JSON body's message from the
+    tensor's shape, before a grid becomes rows or a file's bytes are taken."""
+    from handlers.errors import TooLarge
+
+    name, _ = model
+    oip = registry.get(name).spec().contract
+    s = service.settings
+    n = s.max_images + 1
+    h, w = s.export.native_size
+
+    class Unread(np.ndarray):
+        def tolist(self):
+            raise AssertionError("the grid was read before the count was checked")
+
+    grids = np.zeros((n, h, w), np.float32).view(Unread)
+    files = np.array([b"not read"] * n, dtype=object)
+    for tensors in ({"grid": grids}, {"image": files}):
+        with pytest.raises(TooLarge, match=f"has {n} images; the limit is {s.max_images}"):
+            oip.request_of(tensors, {}, s)
+
+
 def test_the_typed_forms_are_the_wires_and_an_oip_infer_does_no_json(model, service, monkeypatch):
     """The kit's typed request and answer (decode.ImageInput, classifier.ImageAnswer): the OIP
     contract path (tensors → typed request → the worker → tensors) gives the JSON answer's tensors

@@ -101,7 +101,9 @@ class Item:
 
 @pytest.fixture
 def sentiment_contract():
-    return contract.Contract("sentiment", SimpleNamespace(labels=("negative", "positive")))
+    return contract.Contract(
+        "sentiment", SimpleNamespace(labels=("negative", "positive"), max_texts=16)
+    )
 
 
 def test_metadata_comes_from_the_models_contract_and_settings(sentiment_contract):

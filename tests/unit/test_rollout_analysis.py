@@ -256,7 +256,8 @@ def test_an_oip_judge_refuses_bodies_it_cannot_send_as_tensors_before_sending_an
 def _contract_settings(model: str, request: pytest.FixtureRequest) -> object:
     """What the model's tensor contract reads of its settings: the real ones where they are a
     trained export's (tabular's schema, from the session's tiny export), else the few fields
-    its inputs and outputs name (the served frequencies, sample rate and limits of the signal kit)."""
+    its inputs and outputs name (the served frequencies, sample rate and limits; the text and image
+    kits' counts at their defaults)."""
     if model == "tabular":
         from handlers.service import ModelService
         from tests.fixtures.served import handler_config
@@ -271,6 +272,8 @@ def _contract_settings(model: str, request: pytest.FixtureRequest) -> object:
         sample_rate=int(SAMPLE_RATE),
         frequencies=tuple(EXTRACT[-1]),
         max_samples=1 << 20,
+        max_texts=16,
+        max_images=64,
     )
 
 

@@ -180,6 +180,20 @@ def test_more_records_than_the_limit_are_refused_before_they_are_checked(schema)
         read_records(csv_request("a\n" + "x\n" * 5), schema, 4)
 
 
+def test_more_records_than_the_limit_as_tensors_are_refused_from_their_size(schema, monkeypatch):
+    """The tensor form counts its records from the tensors' sizes: past the limit it is refused
+    with the JSON body's message before any element is read or any record built."""
+    from handlers.kits.tabular import records
+
+    def no_reading(*args):
+        raise AssertionError("an element was read before the count was checked")
+
+    monkeypatch.setattr(records, "texts", no_reading)
+    tensors = {"colour": np.array([b"red"] * 5, dtype=object), "age": np.arange(5.0)}
+    with pytest.raises(TooLarge, match="5 records; the limit is 4"):
+        records.Records.from_tensors(tensors, schema, 4)
+
+
 def test_the_cost_of_a_request_is_known_before_it_runs(schema):
     records = read_records(json_request({"records": [GOOD] * 3}), schema, 16)
     assert records.cost == 3

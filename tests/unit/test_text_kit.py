@@ -184,6 +184,22 @@ def test_an_explanation_spends_no_more_passes_than_it_was_priced_at(service):
     assert page.count('class="w"') == len(long["words"]) and "<script" not in page
 
 
+def test_more_texts_than_the_limit_as_a_tensor_are_refused_from_its_size(service, monkeypatch):
+    """Past `max_texts`, the tensor form is refused with the JSON body's message before any
+    element is decoded (the tensor's size says how many texts it holds)."""
+    from handlers.errors import TooLarge
+    from handlers.kits.text import inputs, oip
+
+    def no_decoding(*args):
+        raise AssertionError("a text was decoded before the count was checked")
+
+    monkeypatch.setattr(inputs, "tensor_texts", no_decoding)
+    limit = service.settings.max_texts
+    tensors = {"text": np.array([b"fine"] * (limit + 1), dtype=object)}
+    with pytest.raises(TooLarge, match=f"has {limit + 1} items; the limit is {limit}"):
+        oip.request_of(tensors, {}, service.settings)
+
+
 def test_texts_as_a_bytes_tensor_are_the_json_texts_request(service):
     """The kit's tensor contract (oip.py): a BYTES element per text, sent on as {"texts": [...]},
     so its checks and limits apply; text that is not UTF-8 is the protocol's 400."""

@@ -332,11 +332,15 @@ class ImageInput:
         return _priced(_images(list(self.images), settings), settings)
 
 
+def count_images(n: int, settings: ImageSettings) -> None:
+    if n > settings.max_images:
+        raise TooLarge(f"'images' has {n} images; the limit is {settings.max_images}")
+
+
 def _images(images: Any, settings: ImageSettings) -> PendingImages:
     if not isinstance(images, list) or not images:
         raise BadField("'images' must be a non-empty list")
-    if len(images) > settings.max_images:
-        raise TooLarge(f"'images' has {len(images)} images; the limit is {settings.max_images}")
+    count_images(len(images), settings)
     return PendingImages(
         tuple(_json_image(v, settings, f"'images'[{i}]") for i, v in enumerate(images)), many=True
     )

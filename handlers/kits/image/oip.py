@@ -11,7 +11,7 @@ import numpy as np
 
 from handlers.errors import BadField
 from handlers.kits.image.classifier import ImageAnswer
-from handlers.kits.image.decode import ImageInput
+from handlers.kits.image.decode import ImageInput, count_images
 from handlers.kits.image.settings import ImageSettings
 from handlers.tensors import (
     Output,
@@ -39,6 +39,8 @@ def request_of(
     them as the {"images": [...]} body of their base64 and rows)."""
     if ("image" in tensors) == ("grid" in tensors):
         raise BadField('send one input: "image" (encoded images) or "grid" (grey grids)')
+    given = tensors["image"].size if "image" in tensors else tensors["grid"].shape[0]
+    count_images(given, settings)  # from the tensor's shape, before any image is read
     if "image" in tensors:
         return ImageInput(tuple(_encoded(x, i) for i, x in enumerate(tensors["image"].reshape(-1))))
     return ImageInput(tuple(tensors["grid"].tolist()))

@@ -45,18 +45,24 @@ class Records:
     """Sent as {"records": [...]} or CSV: answered with a list."""
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, np.ndarray], schema: Schema) -> Records:
+    def from_tensors(
+        cls, tensors: dict[str, np.ndarray], schema: Schema, max_records: int | None = None
+    ) -> Records:
         """One tensor per feature, one element per record: as a {"records": [...]} request, not
-        yet checked (`checked`)."""
+        yet checked (`checked`). The records are counted from the tensors' sizes (and, with
+        `max_records`, refused past it) before any record is built."""
+        sizes = {a.size for a in tensors.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise BadField("every input must hold one element per record, at least one record")
+        records = sizes.pop()
+        if max_records is not None:
+            _count(records, max_records)
         kinds = {f.name: f.kind for f in schema.features}
         columns = {
             n: texts(a, n) if kinds[n] == CATEGORY else a.reshape(-1).tolist()
             for n, a in tensors.items()
         }
-        sizes = {len(c) for c in columns.values()}
-        if len(sizes) != 1 or 0 in sizes:
-            raise BadField("every input must hold one element per record, at least one record")
-        return cls(tuple({n: c[i] for n, c in columns.items()} for i in range(sizes.pop())), True)
+        return cls(tuple({n: c[i] for n, c in columns.items()} for i in range(records)), True)
 
     def checked(self, schema: Schema, max_records: int) -> Records:
         """The same request, checked as its JSON body would be."""

@@ -1,6 +1,6 @@
 """The text kit's request type, `TextRequest`, and its forms: from a decoded JSON or text body
-(`parse_texts`), from the BYTES tensor `text` (`from_tensors`), to the JSON body a client sends
-(`to_json`); every form is checked against the served limits (its bad-input cases: not a string,
+(`parse_texts`) or from the BYTES tensor `text` (`from_tensors`); every form is checked against
+the served limits (its bad-input cases: not a string,
 empty or blank, not valid Unicode, too many bytes, too many texts, a body of the wrong shape; the
 body that is not UTF-8 is handlers/codec.py's, a tensor element that is not, handlers/tensors.py's).
 
@@ -29,9 +29,14 @@ class TextRequest:
     request (its budget) and become the runtime's input."""
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, np.ndarray]) -> TextRequest:
+    def from_tensors(
+        cls, tensors: dict[str, np.ndarray], max_texts: int | None = None
+    ) -> TextRequest:
         """The BYTES tensor `text`, one text per element: as a {"texts": [...]} request (a list
-        of answers), not yet checked (`checked`)."""
+        of answers), not yet checked (`checked`). With `max_texts`, more elements than that are
+        refused from the tensor's size, before any text is decoded."""
+        if max_texts is not None:
+            count_texts(tensors["text"].size, max_texts)
         return cls(tuple(tensor_texts(tensors["text"], "text")), many=True)
 
     def checked(self, max_bytes: int, max_texts: int) -> TextRequest:
@@ -78,12 +83,16 @@ def parse_texts(payload: Payload, max_bytes: int, max_texts: int) -> TextRequest
     raise BadField('the JSON body needs a "text" string or a "texts" list')
 
 
+def count_texts(n: int, max_texts: int) -> None:
+    if n > max_texts:
+        raise TooLarge(f'"texts" has {n} items; the limit is {max_texts}')
+
+
 def check_texts(texts: Sequence[object], max_bytes: int, max_texts: int) -> tuple[str, ...]:
     """A "texts" list's items, checked: at least one, at most `max_texts`, each a text."""
     if not texts:
         raise EmptyInput('"texts" is an empty list')
-    if len(texts) > max_texts:
-        raise TooLarge(f'"texts" has {len(texts)} items; the limit is {max_texts}')
+    count_texts(len(texts), max_texts)
     return tuple(check_text(t, max_bytes, f"texts[{i}]") for i, t in enumerate(texts))
 
 

@@ -27,7 +27,7 @@ def request_of(
     tensors: dict[str, np.ndarray], parameters: dict[str, Any], settings: TextSettings
 ) -> TextRequest:
     """The texts as the kit's request (the model checks its limits, as for a JSON body)."""
-    return TextRequest.from_tensors(tensors)
+    return TextRequest.from_tensors(tensors, settings.max_texts)
 
 
 def outputs_of(answer: Classification, settings: TextSettings) -> list[Output]:
