@@ -4,6 +4,7 @@ steered through its runtime API the way the endpoints controller steers a Servic
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import signal
@@ -13,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.ts_files import AF_UNIX_PATH_MAX
 from rehearsal.pod import Pod, free_port
 
 CONFIG = Path(__file__).with_name("balancer.cfg")
@@ -48,7 +50,14 @@ class Balancer:
 
     @property
     def socket_path(self) -> Path:
-        return self.root / "lb.sock"
+        """The runtime API's socket: in `root`, or where `root` is too deep for it, a short path
+        under /tmp named by `root`. HAProxy binds `<path>.<pid>.tmp` first and renames it, so
+        that name must fit AF_UNIX's 107 bytes."""
+        path = self.root / "lb.sock"
+        if len(str(path).encode()) + len(".4194304.tmp") <= AF_UNIX_PATH_MAX:
+            return path
+        digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:12]
+        return Path("/tmp") / f"lb-{digest}.sock"
 
     def start(self) -> Balancer:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -143,3 +152,4 @@ class Balancer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=10)
+        self.socket_path.unlink(missing_ok=True)
