@@ -11,6 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
+from clients import kits
 from clients.client import connect
 from clients.errors import ClientError, Overloaded
 from clients.settings import ClientSettings
@@ -47,17 +48,21 @@ class Probe(Protocol):
 
 
 def binary_codec(model: str | None = None):
-    """The codec of `model`, else of the registered model whose codec writes float32 bodies."""
+    """The client codec of `model`'s kit (clients/kits/), else of the first registered model
+    whose kit's client codec writes float32 bodies."""
     if model is not None:
-        return registry.get(model).spec().codec
+        return kits.of(model)
     (codec,) = [
-        c for c in (m.spec().codec for m in registry.MODELS) if hasattr(c, "request_float32")
+        c
+        for c in (kits.KITS.get(kit) for m in registry.MODELS for kit in m.kits)
+        if hasattr(c, "request_float32")
     ][:1]
     return codec
 
 
 def float32_request(payload: dict, model: str | None = None) -> tuple[bytes, dict[str, str]]:
-    """The float32 form of a JSON payload (the model's codec): raw body, parameters in headers."""
+    """The float32 form of a JSON payload (the model's client codec): raw body, parameters in
+    headers."""
     return binary_codec(model).request_float32(
         payload["signal"], payload.get("frequencies") or None, payload.get("sample_rate")
     )
@@ -76,7 +81,7 @@ def served_load(
     """Send every payload once with `concurrency` callers (one client each); time each call.
     A float32 answer is decoded (as a client would) inside the timed call. A `probe` is started
     after the warm-up and stopped after the timed calls; what it returns joins the result.
-    `codec_model`: the model whose codec writes and reads float32 bodies (default `model`; a
+    `codec_model`: the model whose client codec writes and reads float32 bodies (default `model`; a
     no-op stand-in of another model's sizes names that model)."""
     local = threading.local()
     clients = []

@@ -4,7 +4,7 @@
     with connect("grpc") as c:
         c.health()                                  # {"status": "Healthy"}
         c.list_models()                             # the served names
-        c.predict(model, handlers.<model>.codec.request_json(...))
+        c.predict("sentiment", clients.kits.text.request_json("A fine film."))
 
 Every call raises a `clients.errors.ClientError` subclass carrying the server's reason, the same
 one for the same failure over either protocol. A refused token is refreshed once (see tokens.py).

@@ -56,7 +56,8 @@ class ModelSpec:
     archive carries it)."""
 
     codec: ModuleType
-    """Its wire contract: the kit's module that reads its request bodies (and writes clients')."""
+    """Its wire contract, the server's side: the kit's module that reads its request bodies (the
+    client's side, writing them, is clients/kits/<kit>.py)."""
     contract: TensorContract
     """Its Open Inference Protocol tensors."""
 

@@ -151,7 +151,7 @@ def _frequency_call(oip_server, services, transport, binary, parameters):
 def test_frequency_signal_equals_the_in_process_float32_answer_to_the_bit(
     oip_server, services, transport, binary
 ):
-    from handlers.kits.signal.codec import decode_answer, request_float32
+    from clients.kits.signal import decode_answer, request_float32
 
     settings = services["frequency"].settings
     freqs = ",".join(f"{f:g}" for f in settings.frequencies[:2])
@@ -168,7 +168,7 @@ def test_frequency_signal_equals_the_in_process_float32_answer_to_the_bit(
 def test_frequency_without_the_band_answers_the_same_signal_and_no_std(
     oip_server, services, transport, binary
 ):
-    from handlers.kits.signal.codec import decode_answer, request_float32
+    from clients.kits.signal import decode_answer, request_float32
 
     signal, got = _frequency_call(oip_server, services, transport, binary, {"band": False})
     assert "std" not in got
@@ -179,7 +179,7 @@ def test_frequency_without_the_band_answers_the_same_signal_and_no_std(
 
 
 def test_frequency_stream_continues_from_the_state_it_answered(oip_server, services):
-    from handlers.kits.signal.codec import decode_answer, request_float32
+    from clients.kits.signal import decode_answer, request_float32
 
     settings = services["frequency"].settings
     t = np.arange(256)

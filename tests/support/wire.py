@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from clients.kits import signal as signal_client
 from handlers.codec import Reply
 from handlers.kits.image.decode import ImageInput
 from handlers.kits.image.oip import row_tensors
@@ -80,7 +81,7 @@ def native(
                   for x in typed.images]  # fmt: skip
         return Native(json_body({"images": images}), JSON)
     if isinstance(typed, SignalInput):
-        _, headers = signal_codec.request_float32(
+        _, headers = signal_client.request_float32(
             typed.signal, stream=typed.start, state=typed.state, band=typed.band
         )
         for value, header in (
@@ -129,7 +130,7 @@ def answer(contract: Contract, reply: Reply, explained: bool = False) -> list[Ou
 def signal_answer(reply: Reply) -> list[Output]:
     """A signal model's float32 (or JSON) reply → its output tensors."""
     body = reply.body.encode() if isinstance(reply.body, str) else reply.body
-    a = signal_codec.decode_answer(body, reply.headers)
+    a = signal_client.decode_answer(body, reply.headers)
     return Extraction(
         a.frequencies, Components(a.signal, a.std), None, a.state, a.samples_seen, True,
         a.sample_rate or 0, {}, a.residual, a.out_of_distribution, a.nonstationarity, a.offset,

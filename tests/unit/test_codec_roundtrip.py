@@ -1,5 +1,6 @@
-"""Each model's wire contract is one module: what a client encodes, the server decodes to the same
-request, and what the server encodes, the client decodes to the same answer (both codecs)."""
+"""Each model's wire contract, both sides: what a client encodes (clients/kits/), the server decodes
+to the same request, and what the server encodes (its kit's codec), the client decodes to the same
+answer (both codecs)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clients.kits import signal as fclient
+from clients.kits import text as sclient
 from handlers import codec as shared_codec
 from handlers.kits.signal import codec as fcodec
 from handlers.kits.text import codec as scodec
@@ -48,9 +51,9 @@ def test_frequency_request_encoded_by_a_client_decodes_to_the_same_request(
         band=band,
     )  # fmt: skip
     if float32:
-        body, headers = fcodec.request_float32(**request)
+        body, headers = fclient.request_float32(**request)
     else:
-        body, headers = fcodec.request_json(**request), {}
+        body, headers = fclient.request_json(**request), {}
     got = _server_decode(body, headers)
     np.testing.assert_array_equal(got.signal, signal)
     assert got.frequencies == (tuple(frequencies) if frequencies else FSET.frequencies)
@@ -79,7 +82,7 @@ def test_frequency_answer_encoded_by_the_server_decodes_to_the_same_answer(
         body, headers = fcodec.answer_float32(
             tuple(frequencies), signal, std, 1000, "v", state, seen
         )
-        got = fcodec.decode_answer(body, headers)
+        got = fclient.decode_answer(body, headers)
         assert got.model_version == "v"
         assert len(body) == 4 * f * n * (2 if band else 1)
         assert headers["X-Layout"] == (fcodec.LAYOUT if band else fcodec.LAYOUT_SIGNAL)
@@ -89,7 +92,7 @@ def test_frequency_answer_encoded_by_the_server_decodes_to_the_same_answer(
         )
         sent = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         assert all(("std" in c) == band for c in body["components"])
-        got = fcodec.decode_answer(orjson.loads(sent), fcodec.stream_headers(state, seen))
+        got = fclient.decode_answer(orjson.loads(sent), fcodec.stream_headers(state, seen))
         assert got.model_version == "v"
     assert got.frequencies == tuple(frequencies) and got.sample_rate == 1000
     np.testing.assert_array_equal(got.signal, signal)
@@ -106,7 +109,7 @@ TEXT = st.text(min_size=1, max_size=40).filter(str.strip)
 @settings(max_examples=60, deadline=None)
 @given(st.one_of(TEXT, st.lists(TEXT, min_size=1, max_size=5)))
 def test_sentiment_request_and_answer_round_trip(texts):
-    sent = json.dumps(scodec.request_json(texts), ensure_ascii=False).encode()
+    sent = json.dumps(sclient.request_json(texts), ensure_ascii=False).encode()
     payload = shared_codec.decode_request(
         Request(json.loads(sent), {"Content-Type": "application/json"})
     )
@@ -136,7 +139,7 @@ def test_sentiment_request_and_answer_round_trip(texts):
         object.__new__(SentimentModel), Classification(results, request.many)
     )
     assert served.content_type == "application/json"
-    answers = scodec.decode_answer(json.loads(served.body))
+    answers = sclient.decode_answer(json.loads(served.body))
     assert isinstance(json.loads(served.body), list) == request.many
     assert [a.label for a in answers] == ["positive"] * len(request.texts)
     assert answers[0].probabilities == results[0]["probabilities"]

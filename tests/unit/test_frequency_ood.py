@@ -97,12 +97,13 @@ def test_too_short_or_silent_is_not_judged(threshold):
 
 
 def test_float32_answer_headers_decode_to_the_json_fields():
+    from clients.kits.signal import decode_answer
     from handlers.kits.signal import codec
 
     sig = np.zeros((1, 3), np.float32)
     for flag, res in ((True, 0.987654321), (False, 0.0123), (None, None)):
         data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, flag, res)
-        got = codec.decode_answer(data, headers)
+        got = decode_answer(data, headers)
         assert got.out_of_distribution is flag
         assert got.residual == (None if res is None else pytest.approx(res, rel=1e-5))
         body = codec.answer_json((1.0,), sig, sig, 1000, {}, None, None, flag, res)
@@ -111,6 +112,7 @@ def test_float32_answer_headers_decode_to_the_json_fields():
 
 def test_the_judgement_figures_reach_every_answer_form():
     """JSON, the float32 headers and the OIP outputs carry the same figures (None: absent)."""
+    from clients.kits.signal import decode_answer
     from handlers.codec import Reply
     from handlers.kits.signal import codec
     from tests.support import wire
@@ -119,7 +121,7 @@ def test_the_judgement_figures_reach_every_answer_form():
     figures = (True, 0.25, 0.125, 0.0625)  # flag, residual, nonstationarity, offset
     data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, *figures)
     assert headers["X-Nonstationarity"] == "0.125" and headers["X-Offset"] == "0.0625"
-    got = codec.decode_answer(data, headers)
+    got = decode_answer(data, headers)
     assert (got.out_of_distribution, got.residual, got.nonstationarity, got.offset) == figures
     body = codec.answer_json((1.0,), sig, sig, 1000, {}, None, None, *figures)
     assert (body["nonstationarity"], body["offset"]) == (0.125, 0.0625)

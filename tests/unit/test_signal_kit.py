@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clients.kits import signal as signal_client
 from handlers import registry
 from handlers.kits.signal import codec
 from handlers.kits.signal.state import KEY_FILE_ENV
@@ -79,7 +80,7 @@ def wave(service: ModelService, n: int) -> np.ndarray:
 
 def f32(x: np.ndarray, state: str | None = None) -> tuple[bytes, dict]:
     """A raw float32 request (its parameters in headers)."""
-    return codec.request_float32(x, state=state)
+    return signal_client.request_float32(x, state=state)
 
 
 def state_of(reply) -> str:
@@ -314,8 +315,8 @@ def test_the_typed_forms_are_the_wires_and_an_oip_infer_writes_no_body(model, se
     x = wave(service, 250)
     contract = Contract(name, s)
     coded: Counter = Counter()
-    for module, fn in ((codec, "request_float32"), (codec, "answer_float32"),
-                       (codec, "decode_answer"), (bodies, "decode_request")):  # fmt: skip
+    for module, fn in ((signal_client, "request_float32"), (codec, "answer_float32"),
+                       (signal_client, "decode_answer"), (bodies, "decode_request")):  # fmt: skip
         real = getattr(module, fn)
 
         def counted(*args, _real=real, _fn=fn, **kwargs):

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clients.kits.text import render_html
 from handlers import registry
-from handlers.kits.text.view import render_html
 from handlers.service import ModelService, Request
 from tests.fixtures.served import handler_config
 from tests.support import wire

@@ -1,5 +1,6 @@
 """This model from the client side: one-shot calls and streams that carry their state, over the
-codec (handlers/kits/signal/codec.py) the server itself decodes with.
+signal kit's client codec (clients/kits/signal.py), the other side of the codec the server itself
+decodes with (handlers/kits/signal/codec.py).
 
     from clients import connect
     from tools.frequency.client import SignalStream
@@ -22,15 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from handlers.kits.signal import codec
-from handlers.kits.signal.codec import FLOAT32, STATE_HEADER, SignalAnswer
+from clients.kits import signal as codec
+from clients.kits.signal import SignalAnswer
+from handlers.kits.signal.codec import FLOAT32, STATE_HEADER
 
 MODEL = "frequency"
 __all__ = ["FLOAT32", "MODEL", "STATE_HEADER", "Extraction", "SignalStream", "extract"]
 
 
 class Extraction(SignalAnswer):
-    """A decoded answer (codec.SignalAnswer) with the readers clients call it by."""
+    """A decoded answer (clients.kits.signal.SignalAnswer) with the readers clients call it by."""
 
     @classmethod
     def from_json(cls, answer: dict) -> Extraction:

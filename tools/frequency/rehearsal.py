@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import requests
 
-from handlers.kits.signal import codec
+from clients.kits import signal as codec
 from tools.frequency.client import Extraction
 from tools.plugin import Rehearsal
 

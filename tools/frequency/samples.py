@@ -32,7 +32,7 @@ EXTRACT = ((1.0,), (1.0, 3.0), (1.0, 3.0, 5.0, 7.0))
 
 
 BENCH_BODIES = ("json", "float32")
-"""The body kinds `python -m bench` sends this model (float32: codec.request_float32)."""
+"""The body kinds `python -m bench` sends this model (float32: clients/kits/signal.py request_float32)."""
 
 
 def bench_arguments(group) -> None:
@@ -42,7 +42,7 @@ def bench_arguments(group) -> None:
 
 def binary_example() -> tuple[bytes, str, dict[str, str]]:
     """EXAMPLE's signal as a float32 body."""
-    from handlers.kits.signal.codec import request_float32
+    from clients.kits.signal import request_float32
 
     body, headers = request_float32(EXAMPLE["signal"])
     return body, headers["Content-Type"], {}

@@ -2,5 +2,5 @@
 texts a request sends, checked (inputs.py); the export block and the serving knobs (settings.py);
 MC-dropout classification (classifier.py); the lifecycle part with its cost model (model.py:
 tokens per batch, token-passes per explanation); word spans and word or group attributions
-(explain.py); the JSON contract (codec.py); the tensor contract, texts as BYTES (oip.py); the
-HTML view of an explanation (view.py)."""
+(explain.py); the JSON contract, the server's side (codec.py); the tensor contract, texts as
+BYTES (oip.py). Its client's side, with the HTML view of an explanation, is clients/kits/text.py."""

@@ -1,7 +1,8 @@
-"""The text kit's contract, both directions: clients build requests and read answers with it, the
-server decodes requests (inputs.py: `TextRequest` and its forms) and writes answers with it
-(`Classification`, the answer type, and its forms: the JSON body TorchServe sends, the tensors the
-Open Inference Protocol sends, the row scoring writes; each written once from the answer).
+"""The text kit's contract, the server's side: it decodes requests (inputs.py: `TextRequest` and
+its forms) and writes answers with it (`Classification`, the answer type, and its forms: the JSON
+body TorchServe sends, the tensors the Open Inference Protocol sends, the row scoring writes; each
+written once from the answer). The client's side, building requests and reading answers
+(`request_json`, `decode_answer`), is clients/kits/text.py.
 
 Request: {"text": "..."} (one answer), {"texts": [...]} (a list of answers), or a text/plain body.
 Answer: {"label", "probabilities" {label: p}, "uncertainty" {...}, "truncated", "model"}.
@@ -19,14 +20,7 @@ from handlers.codec import Reply
 from handlers.kits.text.inputs import TextRequest, parse_texts
 from handlers.tensors import Output, classification_answer
 
-__all__ = ["Classification", "TextAnswer", "TextRequest", "decode_answer", "parse_texts"]
-
-
-def request_json(texts: str | Sequence[str]) -> dict:
-    """One text → {"text"} (one answer); a sequence → {"texts"} (a list, even of one)."""
-    if isinstance(texts, str):
-        return {"text": texts}
-    return {"texts": list(texts)}
+__all__ = ["Classification", "TextRequest", "parse_texts"]
 
 
 @dataclass(frozen=True)
@@ -60,27 +54,3 @@ class Classification:
             *classification_answer(rows, labels),
             Output("truncated", "BOOL", np.array([bool(r["truncated"]) for r in rows])),
         ]
-
-
-@dataclass(frozen=True)
-class TextAnswer:
-    label: str
-    probabilities: dict[str, float]
-    uncertainty: dict
-    truncated: bool
-    model: dict
-
-
-def decode_answer(body: dict | list) -> list[TextAnswer]:
-    """A parsed answer → one TextAnswer per text (a one-text request gives a list of one)."""
-    items = body if isinstance(body, list) else [body]
-    return [
-        TextAnswer(
-            a["label"],
-            dict(a["probabilities"]),
-            dict(a.get("uncertainty") or {}),
-            bool(a.get("truncated", False)),
-            dict(a.get("model") or {}),
-        )  # fmt: skip
-        for a in items
-    ]

@@ -1,14 +1,50 @@
-"""A text explanation as a page (the text kit's view): the request's text with each word shaded
-by its attribution (green toward the explained label, red away from it), the strongest words
-listed below.
-
-Pure Python (no torch): `python -m clients explain sentiment --html out.html` writes one
-(tools/sentiment/explain_view.py).
+"""The text kit's wire contract from the client's side: a request's body (`request_json`), its
+answer read back (`decode_answer` → `TextAnswer`) and an explanation's answer as a page
+(`render_html`). The server's side is handlers/kits/text/codec.py.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def request_json(texts: str | Sequence[str]) -> dict:
+    """One text → {"text"} (one answer); a sequence → {"texts"} (a list, even of one)."""
+    if isinstance(texts, str):
+        return {"text": texts}
+    return {"texts": list(texts)}
+
+
+@dataclass(frozen=True)
+class TextAnswer:
+    label: str
+    probabilities: dict[str, float]
+    uncertainty: dict
+    truncated: bool
+    model: dict
+
+
+def decode_answer(body: dict | list) -> list[TextAnswer]:
+    """A parsed answer → one TextAnswer per text (a one-text request gives a list of one)."""
+    items = body if isinstance(body, list) else [body]
+    return [
+        TextAnswer(
+            a["label"],
+            dict(a["probabilities"]),
+            dict(a.get("uncertainty") or {}),
+            bool(a.get("truncated", False)),
+            dict(a.get("model") or {}),
+        )  # fmt: skip
+        for a in items
+    ]
+
+
+# --- an explanation as a page ------------------------------------------------------------
+# The request's text with each word shaded by its attribution (green toward the explained label,
+# red away from it), the strongest words listed below: `python -m clients explain sentiment
+# --html out.html` writes one (tools/sentiment/explain_view.py).
 
 TOWARD = (22, 163, 74)
 """RGB of a word pushing toward the target label (shade scales with |attribution|)."""
