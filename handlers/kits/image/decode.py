@@ -203,11 +203,6 @@ def read_image(data: bytes, fmt: str, settings: ImageSettings) -> EncodedImage:
     return EncodedImage(data, fmt, width, height, im.mode, im.size)
 
 
-def decode_image(data: bytes, fmt: str, settings: ImageSettings) -> np.ndarray:
-    """Encoded bytes of one Pillow format → a grey image at its own size, or a RequestError."""
-    return _decoded(read_image(data, fmt, settings), settings, False)
-
-
 def _decoded(image: EncodedImage | np.ndarray, settings: ImageSettings, shrink: bool) -> np.ndarray:
     if isinstance(image, np.ndarray):
         return image  # a JSON grid: at most max_grid_side, already numbers

@@ -405,11 +405,6 @@ def read_batch(
     return graph_batch([r.grey for r in readings], export), [r.polarity for r in readings]
 
 
-def model_input(grey: np.ndarray, export: ImageExport) -> np.ndarray:
-    """One grey image as sent → one graph input."""
-    return graph_input(read(grey, export.native_size).grey, export)
-
-
 def model_batch(greys: list[np.ndarray] | np.ndarray, export: ImageExport) -> np.ndarray:
     """A batch of grey images as sent → the graph's input array."""
     return read_batch(greys, export)[0]
