@@ -188,15 +188,10 @@ def band(terms: np.ndarray, sin: np.ndarray, cos: np.ndarray, block: int) -> np.
     return np.sqrt(np.maximum(var, 0.0))
 
 
-def blend_weights(length: int, window: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """How much the forward and the backward pass over a window of `length` real samples are
-    trusted at each of its `window` positions: the square of the blocks each has read."""
-    fwd, back = _blend_weights(np.asarray([length]), window, block)
-    return fwd[0], back[0]
-
-
 def _blend_weights(lengths: np.ndarray, window: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """`blend_weights` of windows of `lengths` (R,) real samples: (R, window) each."""
+    """How much the forward and the backward pass over windows of `lengths` (R,) real samples are
+    trusted at each of their `window` positions: the square of the blocks each has read,
+    (R, window) each."""
     pos = np.arange(window)
     fwd = (pos // block + 1).astype(np.float64)
     back = ((np.maximum(lengths[:, None] - 1 - pos, 0)) // block + 1).astype(np.float64)
