@@ -104,13 +104,6 @@ class Telemetry:
         self.model_name = model_name
         self._types = _metric_types()
 
-    @classmethod
-    def from_context(cls, context: Any) -> Telemetry:
-        # A handler's in-process test context may carry neither; telemetry then stays silent.
-        return cls(
-            getattr(context, "metrics", None), getattr(context, "model_name", None) or "unknown"
-        )
-
     def emit(self, name: str, value: float, **labels: object) -> None:
         """Send one observation (histogram), increment (counter) or value (gauge) of `name`."""
         spec = METRICS[name]
