@@ -342,11 +342,6 @@ def error_kinds() -> dict[str, type[RequestError]]:
     return found
 
 
-def status_by_kind() -> dict[str, int]:
-    """Every kind of the catalogue → the status it is answered with."""
-    return {kind: entry.status for kind, entry in KINDS.items()}
-
-
 def reason_phrase(status: int) -> str:
     """The standard HTTP reason phrase of `status`: ASCII, and never client text."""
     try:

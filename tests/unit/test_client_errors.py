@@ -69,9 +69,9 @@ def test_unsupported_media_type_kind_keeps_its_415_when_grpc_says_ok():
 
 
 def test_every_handler_error_kind_keeps_its_status_when_grpc_says_ok():
-    from handlers.errors import RequestError, status_by_kind
+    from handlers.errors import KINDS, RequestError
 
-    kinds = status_by_kind()
+    kinds = {kind: entry.status for kind, entry in KINDS.items()}
     assert kinds["stale_state"] == 409 and kinds["unsupported_media_type"] == 415
     for kind, status in kinds.items():
         err = from_body(json.dumps({"error": "x", "kind": kind}).encode())
