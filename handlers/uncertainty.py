@@ -148,10 +148,3 @@ def _classify(
         std=chosen.std(axis=0),
         samples=int(masks[0].shape[0]),
     )
-
-
-def regress_with_uncertainty(
-    features: np.ndarray, head: MLPHead, masks: tuple[np.ndarray, ...]
-) -> tuple[np.ndarray, np.ndarray]:
-    """features (..., H) → (deterministic output (..., out), MC-dropout std (..., out))."""
-    return head.forward(features), head.forward(features, masks).std(axis=0)
