@@ -15,8 +15,7 @@ import numpy as np
 import torch
 
 from handlers.digits.settings import DigitsSettings
-from handlers.kits.image.classifier import softmax
-from handlers.uncertainty import classify_with_uncertainty
+from handlers.uncertainty import classify_with_uncertainty, softmax
 from training.common.calibration import (
     auroc,
     expected_calibration_error,
@@ -80,7 +79,7 @@ def evaluate(model, splits, export, temperature: float) -> tuple[dict, dict]:
         )
 
     for name, split in splits.items():
-        logits = logits_of(model, split.greys, export)
+        logits = logits_of(model, split.greys, export).astype(np.float64)
         raw, calibrated = softmax(logits), softmax(logits, temperature)
         predicted = calibrated.argmax(-1)
         metrics[name] = {
@@ -235,7 +234,7 @@ def run(
         plot_confusion(confusion(test.labels, predicted), out / "test_confusion.png",
                        f"digits {cfg.arch}: last 297 images, accuracy {acc:.4f}")  # fmt: skip
         plot_samples(test.greys, test.labels, predicted, probs.max(-1), out / "test_samples.png")
-        raw = softmax(logits_of(model, test.greys, export))
+        raw = softmax(logits_of(model, test.greys, export).astype(np.float64))
         panels = {
             "before (T=1)": (reliability_bins(raw, test.labels), evaluation["test"]["ece_before"]),
             f"after (T={temperature:g})": (reliability_bins(probs, test.labels), evaluation["test"]["ece_after"]),

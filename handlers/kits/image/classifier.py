@@ -97,13 +97,6 @@ class ImageAnswer:
         return Reply(json.dumps(self.to_row()), "application/json", {})
 
 
-def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    z = np.asarray(logits, np.float64) / temperature
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 class ImagePredictor(Predictor[ImageSettings]):
     """A model of the kit names itself (`model`) and its `parse_settings` in a subclass."""
 
