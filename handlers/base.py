@@ -28,13 +28,13 @@ from typing import Any, ClassVar
 from handlers.codec import Reply, media_type, request_content_type, request_header
 from handlers.errors import REQUEST_ID_HEADER, RequestError, mark_refused
 from handlers.runtime import device_from_properties
-from handlers.service import EXPLAIN_HEADER, ModelService, Request
+from handlers.service import ModelService, Request
 from handlers.spec import ModelSpec
 from handlers.telemetry import Telemetry, request_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZE_HEADER", "EXPLAIN_HEADER", "STREAM_NEXT_HEADER", "ModelHandler"]
+__all__ = ["BATCH_SIZE_HEADER", "STREAM_NEXT_HEADER", "ModelHandler"]
 
 BATCH_SIZE_HEADER = "x-batch-size"
 """Response header: how many requests TorchServe ran together with this one (batching is visible)."""

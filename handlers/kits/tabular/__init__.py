@@ -31,9 +31,6 @@ training, the kit's tests); it imports no runtime.
 from handlers.kits.tabular import distance
 from handlers.kits.tabular.explain import Attributor, log_odds
 from handlers.kits.tabular.records import (
-    CSV_TYPE,
-    RECORDS_KEY,
-    Answers,
     answered,
     explanation_budget,
     read_records,
@@ -44,9 +41,6 @@ from handlers.kits.tabular.schema import CATEGORY, Schema
 
 __all__ = [
     "CATEGORY",
-    "CSV_TYPE",
-    "RECORDS_KEY",
-    "Answers",
     "Attributor",
     "Schema",
     "answered",
