@@ -88,13 +88,3 @@ def reject_unknown_export(block: dict, known: Iterable[str], model: str) -> None
         raise ArchiveError(
             f"unknown keys in the {model} manifest handler block: {', '.join(unknown)}"
         )
-
-
-def reject_unknown(config: dict, known: set[str] | frozenset[str], model: str) -> None:
-    """A knob this handler does not have is a typo or a leftover: say which, do not ignore it."""
-    unknown = sorted(set(config) - set(known))
-    if unknown:
-        raise ArchiveError(
-            f"unknown {model} handler settings: {', '.join(unknown)} "
-            f"(model-config.yaml handler: knows {', '.join(sorted(known))})"
-        )
