@@ -55,17 +55,6 @@ def residual(signal: np.ndarray, sample_rate: int, frequencies: tuple[float, ...
     return min(max(1.0 - explained / energy, 0.0), 1.0)
 
 
-def judge(
-    signal: np.ndarray, sample_rate: int, frequencies: tuple[float, ...], threshold: float | None
-) -> tuple[float | None, bool | None]:
-    """(residual rounded to 6 places, out_of_distribution); None where not judged (too short, or
-    no threshold in the manifest: the flag only)."""
-    res = residual(signal, sample_rate, frequencies)
-    if res is None:
-        return None, None
-    return round(res, 6), (None if threshold is None else bool(res > threshold))
-
-
 @functools.lru_cache(maxsize=32)
 def _basis(n: int, sample_rate: int, frequencies: tuple[float, ...]) -> np.ndarray:
     """(n, 2F) orthonormal basis of the sines and cosines of `frequencies` over n samples."""
