@@ -141,7 +141,7 @@ class ImagePredictor(Predictor[ImageSettings]):
             np.linspace(0, 1, native[0] * native[1], dtype=np.float32).reshape(native),
         ]
         try:
-            logits, features = self._forward(probe)
+            logits, features, _ = self._read_and_forward(probe)
         except Exception as e:
             raise ArchiveError(f"the graph does not take the manifest's input: {e}") from e
         classes = len(self.settings.export.classes)
@@ -159,9 +159,6 @@ class ImagePredictor(Predictor[ImageSettings]):
                 f"{self.settings.export.head} does not reproduce the graph's logits "
                 f"(max |diff| {diff:.3g})"
             )
-
-    def _forward(self, greys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        return self._read_and_forward(greys)[:2]
 
     def _read_and_forward(
         self, greys: list[np.ndarray]
