@@ -60,17 +60,22 @@ def flag(parameters: Mapping[str, Any], name: str) -> bool:
     raise BadField(f"parameter {name!r} must be true or false, not {value!r}")
 
 
+def element_bytes(item: Any, name: str, i: int) -> bytes:
+    """A BYTES tensor element's bytes: bytes, or a string's UTF-8 (anything else, a number or
+    null, is refused: it is neither text nor an encoded file)."""
+    if isinstance(item, str):
+        return item.encode("utf-8", "surrogatepass")
+    if not isinstance(item, bytes | bytearray):
+        raise BadField(f"{name}[{i}] must be a string")
+    return bytes(item)
+
+
 def texts(array: np.ndarray, name: str) -> list[str]:
-    """A BYTES tensor's elements as UTF-8 text (each element bytes or a string: anything else, a
-    number or null, is not read as text)."""
+    """A BYTES tensor's elements as UTF-8 text (`element_bytes`, decoded)."""
     out = []
     for i, item in enumerate(array.reshape(-1)):
-        if isinstance(item, str):
-            item = item.encode("utf-8", "surrogatepass")
-        if not isinstance(item, bytes | bytearray):
-            raise BadField(f"{name}[{i}] must be a string")
         try:
-            out.append(bytes(item).decode("utf-8"))
+            out.append(element_bytes(item, name, i).decode("utf-8"))
         except UnicodeDecodeError:
             raise BadEncoding(f"{name}[{i}] is not valid UTF-8") from None
     return out

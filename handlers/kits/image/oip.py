@@ -18,6 +18,7 @@ from handlers.tensors import (
     Tensor,
     classification_answer,
     classification_outputs,
+    element_bytes,
 )
 
 
@@ -42,23 +43,14 @@ def request_of(
     given = tensors["image"].size if "image" in tensors else tensors["grid"].shape[0]
     count_images(given, settings)  # from the tensor's shape, before any image is read
     if "image" in tensors:
-        return ImageInput(tuple(_encoded(x, i) for i, x in enumerate(tensors["image"].reshape(-1))))
+        images = enumerate(tensors["image"].reshape(-1))
+        return ImageInput(tuple(element_bytes(x, "image", i) for i, x in images))
     return ImageInput(tuple(tensors["grid"].tolist()))
 
 
 def outputs_of(answer: ImageAnswer, settings: ImageSettings) -> list[Output]:
     """One row per image, in order: the classification tensors and `polarity`."""
     return row_tensors(answer.rows(), settings)
-
-
-def _encoded(item: Any, i: int) -> bytes:
-    """An `image` element's bytes: bytes, or a string's UTF-8 (anything else is refused: a number
-    is not an image, nor the size of one)."""
-    if isinstance(item, str):
-        return item.encode("utf-8", "surrogatepass")
-    if not isinstance(item, bytes | bytearray):
-        raise BadField(f"image[{i}] must be a string")
-    return bytes(item)
 
 
 def row_tensors(rows: list[dict], settings: ImageSettings) -> list[Output]:
