@@ -52,7 +52,8 @@ def prepare(args) -> int:
     from training.sentiment.data import load_splits
 
     art = Path(args.artifacts)
-    export = TextExport.from_block(read_manifest(art)["handler"])
+    manifest = read_manifest(art)
+    export = TextExport.from_block(manifest["handler"])
     enc = TextEncoder(art / export.tokenizer, export.max_length, export.pad_token_id,
                       export.kept_head())  # fmt: skip
     splits = load_splits(0)
@@ -68,7 +69,9 @@ def prepare(args) -> int:
     from training.sentiment.quantize import quantize_encoder
 
     int8 = Path(tempfile.mkdtemp(prefix="runtimes-")) / "model.int8.onnx"
-    quantize_encoder(art / "model.onnx", int8)  # as the project builds it, never into artifacts/
+    # As the project builds it (the layers its gate kept float), never into artifacts/.
+    kept = manifest["metrics"].get("int8", {}).get("float_layers", [])
+    quantize_encoder(art / "model.onnx", int8, keep_float=kept)
     cpu = describe_cpu()
     data = {
         "int8": str(int8),

@@ -20,10 +20,13 @@ from training.sentiment.model import load_tokenizer
 from training.sentiment.quantize import (
     INT8_FILE,
     Int8Gate,
+    encoder_layers,
     gated_int8_export,
     head_nodes,
     int8_skipped_because,
     judge,
+    kept_float,
+    quantize_encoder,
     skipped_int8,
 )
 
@@ -45,6 +48,36 @@ def test_tiny_export_writes_a_gated_int8_that_the_manifest_lists(sentiment_artif
         manifest["metrics"]["test_accuracy_imdb"], abs=1e-5
     )
     assert report["size_mb"] < report["fp32_size_mb"]  # int8 MatMul weights, float embeddings
+
+
+def test_the_layer_whose_quantization_moves_the_answers_most_stays_float():
+    assert kept_float({"0": 7e-4, "1": 6e-4, "2": 6.1e-4, "3": 4e-4, "4": 2e-5}, 1) == ["0"]
+    assert kept_float({"0": 1e-4, "1": 6e-4, "2": 6.1e-4}, 2) == ["1", "2"]
+    assert kept_float({"10": 1e-4, "9": 6e-4, "2": 6.1e-4}, 2) == ["2", "9"]  # layer order
+    assert kept_float({"0": 1e-4, "1": 2e-4}, 5) == ["1"]  # never every layer
+    assert kept_float({"0": 1e-4}, 1) == []  # a one-layer encoder stays all int8
+    assert kept_float({"0": 1e-4, "1": 2e-4}, 0) == []
+
+
+def test_the_tiny_export_measured_its_one_layer_and_kept_none_float(sentiment_artifacts):
+    report = json.loads((sentiment_artifacts / "manifest.json").read_text())["metrics"]["int8"]
+    layers = encoder_layers(onnx.load(str(sentiment_artifacts / "model.onnx")))
+    # Each encoder layer quantized alone, measured on training reviews (no split a figure reads).
+    assert sorted(report["sensitivity"]) == sorted(layers) == ["0"]
+    assert report["sensitivity"]["0"] > 0 and report["probe_reviews"] > 0
+    assert report["float_layers"] == []
+
+
+def test_a_layer_kept_float_keeps_the_fp32_graphs_matmuls(sentiment_artifacts, tmp_path):
+    layers = encoder_layers(onnx.load(str(sentiment_artifacts / "model.onnx")))
+    assert layers["0"]
+    quantize_encoder(sentiment_artifacts / "model.onnx", tmp_path / "kept.onnx", keep_float=["0"])
+    graph = onnx.load(str(tmp_path / "kept.onnx")).graph
+    assert not any(n.op_type == "MatMulInteger" and "/layer.0/" in n.name for n in graph.node)
+    assert set(layers["0"]) <= {n.name for n in graph.node if n.op_type == "MatMul"}
+    quantize_encoder(sentiment_artifacts / "model.onnx", tmp_path / "all.onnx")
+    graph = onnx.load(str(tmp_path / "all.onnx")).graph
+    assert any(n.op_type == "MatMulInteger" and "/layer.0/" in n.name for n in graph.node)
 
 
 def test_only_the_encoder_is_quantized_the_head_stays_float(sentiment_artifacts):

@@ -238,6 +238,8 @@ def run(
             cfg.progress,
             keep=int8_answers,
             test=(rows(test.text), test, test_pred.logits),
+            probe=rows(train.text[: cfg.int8_probe_size]),
+            float_layers=cfg.int8_float_layers,
         )
     metrics |= {
         "config": cfg.name,

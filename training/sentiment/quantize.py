@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -59,9 +60,24 @@ def head_nodes(model) -> list[str]:
     return names
 
 
-def quantize_encoder(src: Path, dst: Path) -> None:
+LAYER = re.compile(r"/layer\.(\d+)/")
+"""An encoder layer's part of a node name (`/encoder/encoder/layer.3/attention/...`)."""
+
+
+def encoder_layers(model) -> dict[str, list[str]]:
+    """The encoder's MatMul nodes by layer ("0", "1", ...), in graph order."""
+    layers: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        hit = LAYER.search(node.name)
+        if node.op_type == "MatMul" and hit:
+            layers.setdefault(hit.group(1), []).append(node.name)
+    return layers
+
+
+def quantize_encoder(src: Path, dst: Path, keep_float: Sequence[str] = ()) -> None:
     """Dynamic (weights int8 ahead of time, activations quantized per batch) quantization, the
-    ONNX Runtime recipe for transformer encoders on CPU: no calibration data needed.
+    ONNX Runtime recipe for transformer encoders on CPU: no calibration data needed. The head and
+    the encoder layers named in `keep_float` stay float32.
 
     Measured on a MiniLM export (3,000 training reviews; 2,490 IMDB test reviews, fp32 0.8655):
     per-tensor scales over every op lost 3.2 accuracy points (refused by the gate); per-channel
@@ -70,18 +86,51 @@ def quantize_encoder(src: Path, dst: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    head = head_nodes(onnx.load(str(src), load_external_data=False))
+    model = onnx.load(str(src), load_external_data=False)
+    head = head_nodes(model)
+    layers = encoder_layers(model)
     # The quantizer first rewrites each Gemm as MatMul (named <gemm>_MatMul) + Add, then matches
     # nodes_to_exclude against the rewritten names: list both.
-    keep_float = [*head, *(f"{name}_MatMul" for name in head)]
+    keep = [*head, *(f"{name}_MatMul" for name in head)]
+    keep += [name for layer in keep_float for name in layers[layer]]
     quantize_dynamic(
         str(src),
         str(dst),
         weight_type=QuantType.QInt8,
         per_channel=True,
         op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=keep_float,
+        nodes_to_exclude=keep,
     )
+
+
+def kept_float(sensitivity: dict[str, float], float_layers: int) -> list[str]:
+    """The `float_layers` layers whose quantization moved the answers most, in layer order; never
+    every layer (a one-layer encoder keeps none: its int8 export is all int8)."""
+    most_moved = sorted(sensitivity, key=sensitivity.__getitem__, reverse=True)
+    return sorted(most_moved[: min(float_layers, len(sensitivity) - 1)], key=int)
+
+
+def layer_sensitivity(
+    src: Path, probe: Sequence[list[int]], threads: int, workdir: Path
+) -> dict[str, float]:
+    """How far quantizing each encoder layer alone moves the model's answers: the mean KL
+    divergence of its class probabilities from fp32's over `probe` (token rows of training
+    reviews: no labels read, no split a choice or a figure is made on)."""
+    import onnx
+
+    from training.sentiment.evaluate import onnx_predict
+
+    layers = encoder_layers(onnx.load(str(src), load_external_data=False))
+    p32 = softmax(np.asarray(onnx_predict(src, probe, threads, outputs=("logits",)).logits), 1.0)
+    kl = {}
+    for layer in layers:
+        candidate = workdir / f"layer{layer}.int8.onnx"
+        quantize_encoder(src, candidate, keep_float=[other for other in layers if other != layer])
+        logits = onnx_predict(candidate, probe, threads, outputs=("logits",)).logits
+        candidate.unlink()
+        pq = softmax(np.asarray(logits), 1.0)
+        kl[layer] = float((p32 * (np.log(p32) - np.log(pq))).sum(-1).mean())
+    return kl
 
 
 def gate_metrics(logits: np.ndarray, labels: np.ndarray, temperature: float) -> dict:
@@ -166,13 +215,18 @@ def gated_int8_export(
     progress: bool = False,
     keep: dict | None = None,
     test: tuple[Sequence[list[int]], Split, np.ndarray] | None = None,
+    probe: Sequence[list[int]] = (),
+    float_layers: int = 1,
 ) -> dict:
     """Quantize out_dir/model.onnx and gate it on the IMDB rows of `split` (the selection split;
     `fp32_logits`: model.onnx's for all of its rows); write out_dir/model.int8.onnx only if it
     passes. Returns the report (for metrics and the manifest).
     `test`: the test split's (rows, split, fp32 logits), read once after the gate passed: the
     report's `test` figures, and `keep` gets the int8 logits of its IMDB rows ("logits") and
-    their test-split rows ("rows")."""
+    their test-split rows ("rows").
+    `probe`: token rows of training reviews; the `float_layers` encoder layers whose quantization
+    alone moves the answers on them most (`layer_sensitivity`) stay float32. No probe: every
+    layer is quantized."""
     out = Path(out_dir)
     final = out / INT8_FILE
     final.unlink(missing_ok=True)  # a stale int8 must never ride along with a new fp32
@@ -180,7 +234,13 @@ def gated_int8_export(
     tested: dict | None = None
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         candidate = Path(tmp) / INT8_FILE
-        quantize_encoder(out / "model.onnx", candidate)
+        sensitivity = (
+            layer_sensitivity(out / "model.onnx", probe, threads, Path(tmp))
+            if probe and float_layers > 0
+            else {}
+        )
+        kept = kept_float(sensitivity, float_layers)
+        quantize_encoder(out / "model.onnx", candidate, keep_float=kept)
         imdb, int8_logits = _imdb_logits(candidate, rows, split, threads, "int8 gate", progress)
         labels = np.asarray(split.label)[imdb]
         fp32 = gate_metrics(np.asarray(fp32_logits)[imdb], labels, temperature)
@@ -206,6 +266,9 @@ def gated_int8_export(
         "split": "selection",
         "reviews": int(imdb.size),
         "temperature": float(temperature),
+        "float_layers": kept,
+        "sensitivity": {layer: round(kl, 7) for layer, kl in sensitivity.items()},
+        "probe_reviews": len(probe),
         "fp32": fp32,
         "int8": int8,
         "gate": asdict(gate),
@@ -228,6 +291,7 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
     from handlers.kits.text.settings import TextExport
     from handlers.kits.text.tokenize import TextEncoder
     from training.common.manifest import read_manifest, sha256_file
+    from training.sentiment.config import DEFAULT
     from training.sentiment.data import load_splits
 
     manifest = read_manifest(artifacts)
@@ -245,8 +309,13 @@ def add_to_artifacts(artifacts: Path, seed: int = 0, gate: Int8Gate = Int8Gate()
         return rows, imdb, logits
 
     rows, selection, fp32_logits = imdb_rows(splits.validation)
-    report = gated_int8_export(artifacts, rows, selection, fp32_logits, export.temperature,
-                               threads, gate, test=imdb_rows(splits.test))  # fmt: skip
+    probe = splits.train.sample(DEFAULT.int8_probe_size, seed)
+    report = gated_int8_export(
+        artifacts, rows, selection, fp32_logits, export.temperature, threads, gate,
+        test=imdb_rows(splits.test),
+        probe=[encoder.encode([text]).input_ids[0].tolist() for text in probe.text],
+        float_layers=DEFAULT.int8_float_layers,
+    )  # fmt: skip
     manifest["files"].pop(INT8_FILE, None)
     if report["written"]:
         manifest["files"][INT8_FILE] = sha256_file(artifacts / INT8_FILE)
