@@ -42,7 +42,11 @@ def good_body(model: str) -> bytes:
 def fault_server(fault_archive, tmp_path_factory):
     model, mar = fault_archive
     tmp = tmp_path_factory.mktemp("faults")
-    mar = with_model_config(mar, tmp / f"{model}.mar", responseTimeout=RESPONSE_TIMEOUT_S)
+    # One worker, whatever the model-config serves with: the kill must leave the model without a
+    # worker until TorchServe replaces it (with two, the other would answer meanwhile).
+    mar = with_model_config(
+        mar, tmp / f"{model}.mar", responseTimeout=RESPONSE_TIMEOUT_S, minWorkers=1, maxWorkers=1
+    )
     server = start_torchserve(tmp, {model: mar})
     yield server, model
     server.stop()
