@@ -96,7 +96,7 @@ def test_every_registered_model_is_served_with_metadata_from_its_contract(oip_se
     # Derived, not hand-written: the probabilities' width is the model's own label count.
     sentiment = Contract("sentiment", services["sentiment"].settings)
     width = {t.name: t.shape for t in sentiment.outputs}["probabilities"][1]
-    assert width == len(services["sentiment"].settings.labels)
+    assert width == len(services["sentiment"].settings.export.labels)
 
 
 @pytest.mark.parametrize(("transport", "binary"), TRANSPORTS)
@@ -123,7 +123,7 @@ def test_sentiment_answers_equal_the_in_process_answer_to_the_bit(
         {"Content-Type": "application/json"},
     )
     rows = json.loads(body)
-    labels = services["sentiment"].settings.labels
+    labels = services["sentiment"].settings.export.labels
     assert _text(got["label"]) == [r["label"] for r in rows]
     want = np.array([[r["probabilities"][lab] for lab in labels] for r in rows])
     assert got["probabilities"].dtype == np.float64

@@ -116,7 +116,7 @@ def answer(contract: Contract, reply: Reply, explained: bool = False) -> list[Ou
     kit = contract.module.__name__.split(".")[-2]
     settings = contract.settings
     if kit == "text":
-        return read_answer(Classification, reply.body).to_tensors(settings.labels)
+        return read_answer(Classification, reply.body).to_tensors(settings.export.labels)
     if kit == "tabular":
         return read_answer(Answers, reply.body).to_tensors(settings.export.classes)
     if kit == "image":

@@ -153,7 +153,7 @@ def test_a_texts_answer_is_bitwise_the_same_on_one_core_and_on_all(sentiment_art
     feeds = predictor.feed(predictor.encoder.encode(texts))
     wide = predictor.runtime.wide.run(feeds)
     narrow = predictor.runtime.narrow.run(feeds)
-    for name in predictor.settings.output_names:
+    for name in predictor.settings.export.output_names:
         assert np.array_equal(wide[name], narrow[name])
     alone = predictor.predict(texts)
     with CoreSlots(sentiment_artifacts, 1).claim():  # another worker holds a core

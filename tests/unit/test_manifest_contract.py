@@ -40,11 +40,14 @@ def test_sentiment_block_from_training_is_what_serving_parses():
     manifest = _written(export.to_block())
     assert TextExport.from_block(manifest["handler"]) == export
     s = parse_sentiment(manifest, {})
-    assert (s.input_names, s.output_names) == (export.input_names, export.output_names)
-    assert s.labels == ("negative", "positive") and s.temperature == 1.7
-    assert s.max_length == TINY.max_length and s.head_tokens == TINY.head_tokens
-    assert (s.pad_token_id, s.feature_dim) == (3, 384)
-    assert (s.tokenizer_file, s.head_file) == ("tokenizer/tokenizer.json", "head.npz")
+    assert (s.export.input_names, s.export.output_names) == (
+        export.input_names,
+        export.output_names,
+    )
+    assert s.export.labels == ("negative", "positive") and s.export.temperature == 1.7
+    assert s.max_length == TINY.max_length and s.export.kept_head() == TINY.head_tokens
+    assert (s.export.pad_token_id, s.export.feature_dim) == (3, 384)
+    assert (s.export.tokenizer, s.export.head) == ("tokenizer/tokenizer.json", "head.npz")
     assert s.version == VERSION
 
 

@@ -23,7 +23,7 @@ def test_words_are_the_texts_words_with_their_offsets(predictor, method):
         "An", "unbelievably", "dull", "overlong", "film", "but", "the", "cast", "Wonderful",
     ]  # fmt: skip
     assert all(TEXT[w.start : w.end] == w.text for w in ex.words)
-    assert ex.target in predictor.settings.labels and 0 <= ex.probability <= 1
+    assert ex.target in predictor.settings.export.labels and 0 <= ex.probability <= 1
     assert ex.evaluations >= len(ex.words)
     body = ex.to_json()
     assert set(body) >= {"target", "words", "model"} and body["model"]["name"] == "sentiment"
@@ -37,7 +37,7 @@ def test_a_word_of_many_pieces_gets_one_attribution(predictor):
 
 
 def test_signs_point_toward_the_target(predictor):
-    labels = predictor.settings.labels
+    labels = predictor.settings.export.labels
     a = TextExplainer(predictor).explain(TEXT, target=labels[0])
     b = TextExplainer(predictor).explain(TEXT, target=labels[1])
     # Two labels: the log-odds of one are minus the other's, so every word flips sign exactly.
@@ -62,7 +62,7 @@ def test_ablation_is_the_effect_of_deleting_the_word(toy_predictor):
     # is exactly deleting it from the text, so each attribution must equal that deletion's drop.
     text = "good movie but boring plot"
     ex = TextExplainer(toy_predictor, score="probability").explain(text)
-    idx = list(toy_predictor.settings.labels).index(ex.target)
+    idx = list(toy_predictor.settings.export.labels).index(ex.target)
     for w in ex.words:
         rest = (text[: w.start] + text[w.end :]).strip()
         p = toy_deterministic(toy_predictor, rest)[idx]
@@ -74,7 +74,7 @@ def toy_deterministic(predictor, text):
     out = predictor.runtime.run(
         {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
     )
-    logits = predictor.head.forward(out["features"])[0] / predictor.settings.temperature
+    logits = predictor.head.forward(out["features"])[0] / predictor.settings.export.temperature
     z = np.exp(logits - logits.max())
     return z / z.sum()
 
@@ -117,7 +117,7 @@ def test_hierarchical_refines_the_groups_that_matter_and_shares_the_rest(toy_pre
     explainer = TextExplainer(toy_predictor, score="probability", passes=8)
     ex = explainer.explain(text)
     assert ex.evaluations <= 8 and not ex.truncated
-    idx = list(toy_predictor.settings.labels).index(ex.target)
+    idx = list(toy_predictor.settings.export.labels).index(ex.target)
     words = [w.text for w in ex.words]
     assert len(words) == 10
 

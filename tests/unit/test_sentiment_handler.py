@@ -366,7 +366,7 @@ def test_model_config_in_the_repository_parses(toy_dir):
     assert config["batchSize"] > 1 and config["maxBatchDelay"] > 0
     settings = parse_settings(_manifest(toy_dir), config["handler"])
     assert settings.max_length == EXPORT_MAX_LENGTH
-    assert settings.head_tokens == HEAD_TOKENS
+    assert settings.export.kept_head() == HEAD_TOKENS
     assert settings.mc_samples >= 1
 
 

@@ -258,7 +258,7 @@ def test_the_typed_forms_round_trip_and_an_oip_infer_does_no_json(service, monke
         [outputs] = service.handle_batch([request], contract.write)
     assert not calls, calls
     assert request.body is None and isinstance(request.typed, TextRequest)
-    want = answer.to_tensors(settings.labels)
+    want = answer.to_tensors(settings.export.labels)
     assert [o.name for o in outputs] == [o.name for o in want]
     for got, expected in zip(outputs, want, strict=True):
         assert got.datatype == expected.datatype and np.array_equal(got.data, expected.data)

@@ -64,7 +64,7 @@ def stages(
             t1 = time.perf_counter()
             outs = [p.runtime.run(feed) for feed in calls]
             t2 = time.perf_counter()
-            features = np.concatenate([out[p.settings.output_names[1]] for out in outs])
+            features = np.concatenate([out[p.settings.export.output_names[1]] for out in outs])
             p.uncertainty(features)
             t3 = time.perf_counter()
             for _ in group:

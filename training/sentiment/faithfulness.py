@@ -78,7 +78,7 @@ def evaluate(
     import captum.attr  # noqa: F401  (loaded before the clock starts: seconds per explanation)
 
     predictor = explainer.predictor
-    labels = list(predictor.settings.labels)
+    labels = list(predictor.settings.export.labels)
     rng = np.random.default_rng(seed)
     top: dict[str, list[float]] = {str(k): [] for k in ks}
     rand: dict[str, list[float]] = {str(k): [] for k in ks}

@@ -47,28 +47,28 @@ class TextPredictor(Predictor[TextSettings]):
         super().__init__(model_dir, settings, device, name)
         model_dir = Path(model_dir)
         self.encoder = TextEncoder(
-            model_dir / settings.tokenizer_file,
+            model_dir / settings.export.tokenizer,
             settings.max_length or settings.export.max_length,
-            settings.pad_token_id,
-            settings.head_tokens,
+            settings.export.pad_token_id,
+            settings.export.kept_head(),
         )
         self.runtime_kind, self.runtime_reason = resolve_runtime(
             settings.runtime, model_dir, device
         )
         self._slots = core_slots(model_dir, settings.threads, settings.share_cores)
         self.runtime: Runtime = self._open(model_dir, device, settings.fp16)
-        self.head = MLPHead.load(model_dir / settings.head_file)
+        self.head = MLPHead.load(model_dir / settings.export.head)
         if (
-            settings.feature_dim is not None
-            and self.head.weights[0].shape[1] != settings.feature_dim
+            settings.export.feature_dim is not None
+            and self.head.weights[0].shape[1] != settings.export.feature_dim
         ):
             raise ArchiveError(
                 f"head takes {self.head.weights[0].shape[1]} features, the manifest says "
-                f"{settings.feature_dim}"
+                f"{settings.export.feature_dim}"
             )
-        if self.head.weights[-1].shape[0] != len(settings.labels):
+        if self.head.weights[-1].shape[0] != len(settings.export.labels):
             raise ArchiveError(
-                f"head has {self.head.weights[-1].shape[0]} outputs for labels {settings.labels}"
+                f"head has {self.head.weights[-1].shape[0]} outputs for labels {settings.export.labels}"
             )
         # Drawn once: every text sees the same thinned heads, whatever it is batched with.
         self.masks = self.head.masks(settings.mc_samples, settings.seed)
@@ -82,8 +82,8 @@ class TextPredictor(Predictor[TextSettings]):
         return load_runtime(
             self.runtime_kind,
             model_dir,
-            s.input_names,
-            s.output_names,
+            s.export.input_names,
+            s.export.output_names,
             device,
             s.threads,
             fp16=fp16,
@@ -96,8 +96,10 @@ class TextPredictor(Predictor[TextSettings]):
         same probe texts through float32 and float16 must agree within fp16_atol and on labels."""
         feeds = self.feed(self.encoder.encode(self.fp16_probe_texts))
         want, got = fp32.run(feeds), self.runtime.run(feeds)
-        diff = max(float(np.max(np.abs(want[n] - got[n]))) for n in self.settings.output_names)
-        logits = self.settings.output_names[0]
+        diff = max(
+            float(np.max(np.abs(want[n] - got[n]))) for n in self.settings.export.output_names
+        )
+        logits = self.settings.export.output_names[0]
         same = np.array_equal(want[logits].argmax(-1), got[logits].argmax(-1))
         if not (diff <= self.settings.fp16_atol and same):
             raise ArchiveError(
@@ -143,7 +145,7 @@ class TextPredictor(Predictor[TextSettings]):
 
     def feed(self, batch: EncodedBatch) -> dict[str, np.ndarray]:
         """The runtime's inputs for one encoded batch."""
-        ids_name, mask_name = self.settings.input_names[:2]
+        ids_name, mask_name = self.settings.export.input_names[:2]
         return {ids_name: batch.input_ids, mask_name: batch.attention_mask}
 
     def _forward(
@@ -151,7 +153,7 @@ class TextPredictor(Predictor[TextSettings]):
     ) -> tuple[np.ndarray, np.ndarray, tuple[bool, ...]]:
         calls = self.encoded_calls(texts, pieces)
         outs = [self.runtime.run(self.feed(batch)) for batch in calls]
-        logits_name, features_name = self.settings.output_names[:2]
+        logits_name, features_name = self.settings.export.output_names[:2]
         return (
             np.concatenate([out[logits_name] for out in outs]),
             np.concatenate([out[features_name] for out in outs]),
@@ -161,11 +163,11 @@ class TextPredictor(Predictor[TextSettings]):
     def masked_logits(self, ids: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """One runtime call over (P, T) ids and attention masks → (P, labels) calibrated logits of
         the head (no dropout): what an explanation scores each perturbed text with."""
-        ids_name, mask_name = self.settings.input_names[:2]
+        ids_name, mask_name = self.settings.export.input_names[:2]
         features = self.runtime.run({ids_name: ids, mask_name: masks})[
-            self.settings.output_names[1]
+            self.settings.export.output_names[1]
         ]
-        return self.head.forward(features) / self.settings.temperature
+        return self.head.forward(features) / self.settings.export.temperature
 
     def uncertainty(self, features: np.ndarray):
         """Calibrated probabilities and MC-dropout spread of the head over the encoder's features."""
@@ -173,7 +175,7 @@ class TextPredictor(Predictor[TextSettings]):
         # (250 vs 21 ms per batch of 8) on 2 shared cores; one thread is the fast path.
         with self._blas.limit(limits=1, user_api="blas"):
             return classify_with_uncertainty(
-                features, self.head, self.masks, self.settings.temperature
+                features, self.head, self.masks, self.settings.export.temperature
             )
 
     def predict(self, texts: list[str], pieces: list[list[int]] | None = None) -> list[dict]:
@@ -183,7 +185,7 @@ class TextPredictor(Predictor[TextSettings]):
             return []
         _, features, truncated = self._forward(texts, pieces)
         u = self.uncertainty(features)
-        labels = self.settings.labels
+        labels = self.settings.export.labels
         return [
             {
                 "label": labels[int(np.argmax(u.probabilities[i]))],

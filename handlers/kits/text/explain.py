@@ -164,7 +164,7 @@ class TextExplainer:
     def explain(self, text: str, target: str | None = None) -> TextExplanation:
         import torch
 
-        labels = list(self.predictor.settings.labels)
+        labels = list(self.predictor.settings.export.labels)
         row, owners, truncated = self._tokens(text)
         spans = word_spans(text)
         seen = sorted({w for w in owners if w >= 0})

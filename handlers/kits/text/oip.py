@@ -20,7 +20,7 @@ def inputs(settings: TextSettings) -> tuple[Tensor, ...]:
 
 
 def outputs(settings: TextSettings) -> tuple[Tensor, ...]:
-    return (*classification_outputs(settings.labels), Tensor("truncated", "BOOL", (-1,)))
+    return (*classification_outputs(settings.export.labels), Tensor("truncated", "BOOL", (-1,)))
 
 
 def request_of(
@@ -31,4 +31,4 @@ def request_of(
 
 
 def outputs_of(answer: Classification, settings: TextSettings) -> list[Output]:
-    return answer.to_tensors(settings.labels)
+    return answer.to_tensors(settings.export.labels)

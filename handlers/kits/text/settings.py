@@ -78,48 +78,10 @@ class TextSettings(ServingSettings):
     with 20,480 per batch and leave-one-word-out: prediction p99 2.6 s -> 14.6 s;
     docs/explanations.md)."""
 
-    # What the export is, bound at load (`load`): read as settings.<name> like the knobs.
     @property
     def export(self) -> TextExport:
+        """What the export is (the manifest's `handler` block), bound at load (`load`)."""
         return self._export
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        return self.export.input_names
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return self.export.output_names
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return self.export.labels
-
-    @property
-    def temperature(self) -> float:
-        return self.export.temperature
-
-    @property
-    def pad_token_id(self) -> int:
-        return self.export.pad_token_id
-
-    @property
-    def head_tokens(self) -> int:
-        """When a text is too long: content tokens kept from its start; the rest of the budget is
-        filled from its end (head+tail, as in training). max_length keeps the start only."""
-        return self.export.kept_head()
-
-    @property
-    def tokenizer_file(self) -> str:
-        return self.export.tokenizer
-
-    @property
-    def head_file(self) -> str:
-        return self.export.head
-
-    @property
-    def feature_dim(self) -> int | None:
-        return self.export.feature_dim
 
     @classmethod
     def load(cls, manifest: dict, config: dict | None, model: str) -> Self:
