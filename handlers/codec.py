@@ -98,8 +98,8 @@ orjson reads every integer of up to 18 digits exactly; a longer one may come bac
 
 def _may_hold_long_integer(raw: bytes | bytearray) -> bool:
     """True when the body may hold an integer literal of 19 digits or more (no fraction or
-    exponent after it: floats read the same in both parsers). Substring searches in C, 0.05 ms
-    for a 2,000-sample signal; small floats' long fraction digits follow a "." and never match."""
+    exponent after it: floats read the same in both parsers). Substring searches in C; small
+    floats' long fraction digits follow a "." and never match."""
     shapes = b" " + raw.translate(_NUMBER_SHAPES)
     at = shapes.find(_LONG_RUN)
     while at != -1:
@@ -115,7 +115,7 @@ def _may_hold_long_integer(raw: bytes | bytearray) -> bool:
 def parse_json(value: bytes | bytearray | str) -> Any:
     """Parse a body that should be JSON: what `json.loads` makes of it, or BadEncoding.
 
-    orjson parses first (a 2,000-sample signal in 0.12 ms against 1.1 ms) unless a run of 19
+    orjson parses first (several times faster than `json`) unless a run of 19
     digits could be an integer past 64 bits, which orjson reads as a float where `json` keeps the
     int. What orjson refuses goes to `json`, which decides: the NaN/Infinity literals (the
     validators refuse them with a reason), numbers past a double's range, lone surrogates, and

@@ -4,8 +4,7 @@ batch.
 A batch of the frequency model allocates and frees arrays of a few MB each (windows x samples in
 float64). glibc's malloc serves blocks that large with mmap, or trims them off the top of the
 heap when freed, so the next batch gets fresh pages from the kernel and faults on every one of
-them: about 2,500 page faults and 8 ms of system time a batch of 8 x 2,000-sample requests on the
-AVX2-only class, a third of the handler's time. Raising malloc's mmap and trim thresholds keeps
+them (tests/unit/test_heap.py counts the faults). Raising malloc's mmap and trim thresholds keeps
 those blocks in the heap, reused batch after batch; the process keeps its peak heap instead of
 returning it (bounded by the largest batch the work budget admits, tens of MB). Answers do not
 change: where memory comes from never changes a number.

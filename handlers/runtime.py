@@ -49,9 +49,8 @@ def archive_files(kind: str) -> tuple[str, ...]:
 
 
 INT8_DOT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
-"""CPU flags of int8 dot-product instructions. With one, ONNX Runtime's int8 matmuls beat fp32
-(2.01x served on an AVX-512 VNNI EPYC); without (AVX2 only), its u8s8 kernels are no faster than
-fp32 FMA: int8 served 0.89x fp32 on a Zen 1 EPYC (docs/performance.md)."""
+"""CPU flags of int8 dot-product instructions. With one, ONNX Runtime's int8 matmuls beat fp32;
+without (AVX2 only), its u8s8 kernels are no faster than fp32 FMA (docs/performance.md)."""
 
 
 def cpu_info(path: Path = Path("/proc/cpuinfo")) -> tuple[str, set[str]]:
@@ -144,7 +143,7 @@ class TorchScriptRuntime(_ExportedModel):
             if "cpu" in pinned:
                 raise ArchiveError(
                     f"{self.path.name} was traced on the CPU and hard-codes CPU tensors (the "
-                    f"encoder's mask code of exports before 2026-11-27), so it cannot run on "
+                    f"encoder's mask code of older exports), so it cannot run on "
                     f"{self.device}: export it again (make train: today's export names no device), "
                     "or serve runtime: onnx with onnxruntime-gpu (requirements-gpu.txt)"
                 )

@@ -171,8 +171,8 @@ class TextPredictor(Predictor[TextSettings]):
 
     def uncertainty(self, features: np.ndarray):
         """Calibrated probabilities and MC-dropout spread of the head over the encoder's features."""
-        # The head's matmuls are tiny: numpy's OpenBLAS waking its thread pool for them cost 12x
-        # (250 vs 21 ms per batch of 8) on 2 shared cores; one thread is the fast path.
+        # The head's matmuls are tiny: waking OpenBLAS's thread pool for them costs far more
+        # than they do on shared cores; one thread is the fast path.
         with self._blas.limit(limits=1, user_api="blas"):
             return classify_with_uncertainty(
                 features, self.head, self.masks, self.settings.export.temperature

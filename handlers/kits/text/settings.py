@@ -35,8 +35,8 @@ class TextSettings(ServingSettings):
 
     texts_alone: bool | None = None
     """Run each text of a batch alone, at its own length, instead of one padded batch. None: alone
-    on a CPU (no padding to the longest neighbour: 1.47x the served throughput on mixed-length
-    reviews, docs/performance.md) and always for onnx-int8 (its answers then never depend on the
+    on a CPU (no padding to the longest neighbour: faster on mixed-length reviews,
+    docs/performance.md) and always for onnx-int8 (its answers then never depend on the
     batch); padded batches on an accelerator, where batching is what makes it fast."""
     max_length: PositiveInt | None = None
     """Tokens per text after truncation; None: the exported max_length (never more). Bound, it
@@ -64,9 +64,7 @@ class TextSettings(ServingSettings):
     """Shapley sampling only: permutations drawn (each costs one pass per word)."""
     explain_passes: Annotated[int, Field(ge=4)] = 48
     """hierarchical only: forward passes per text, whatever its length (a shorter text takes one
-    per word, plus one). 48 passes of a full 256-token window: about 1 s of one idle core's int8
-    work on the AVX-512 class; on 50 real reviews its top 10 % of words took 13x what random
-    ones did (docs/explanations.md)."""
+    per word, plus one); docs/explanations.md gives its cost and its deletion curves."""
     max_explain_tokens: PositiveInt = 12288
     """Cost limit of one explanation request, in token-passes (per text: passes x its tokens):
     past it the request is refused with 400 too_large before anything runs. 12,288 = one text of
@@ -74,9 +72,8 @@ class TextSettings(ServingSettings):
     explained alone; a {"texts": [...]} request up to that sum."""
     max_batch_explain_tokens: PositiveInt = 12288
     """Explanation work per batch, token-passes: requests past it get 503 + Retry-After, so
-    predictions queued behind explanations wait at most one explanation's worth more (measured
-    with 20,480 per batch and leave-one-word-out: prediction p99 2.6 s -> 14.6 s;
-    docs/explanations.md)."""
+    predictions queued behind explanations wait at most one explanation's worth more
+    (docs/explanations.md)."""
 
     @property
     def export(self) -> TextExport:
