@@ -47,10 +47,6 @@ class Entry:
     """Its spec, by a static import of its package (imports the model's runtime stack)."""
 
     @property
-    def handler(self) -> str:
-        return f"handlers/{self.name}_handler.py"
-
-    @property
     def model_config(self) -> Path:
         return ROOT / "handlers" / self.name / "model-config.yaml"
 

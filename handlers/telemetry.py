@@ -131,29 +131,20 @@ class Telemetry:
         """The batch TorchServe actually formed (requests handed to one `handle` call)."""
         self.emit(BATCH_SIZE, size)
 
-    def refused(
-        self, reason: str, request_id: str | None, status: int = 400, detail: str = ""
-    ) -> None:
-        """A request answered as bad input: counted by reason, and one JSON log line.
-
-        `reason` is a short, bounded kind (e.g. RequestError.kind) because it becomes a label;
-        `detail` is the human message, which by the error taxonomy's contract never echoes the body.
-        """
-        self.emit(REFUSED, 1, Reason=reason)
+    def refused_error(self, error: RequestError, request_id: str | None) -> None:
+        """A refused request: counted by its kind (a short, bounded label), and one JSON log line
+        with its reason (which, by the error catalogue's contract, never echoes the body)."""
+        self.emit(REFUSED, 1, Reason=error.kind)
         record = {
             "event": "request_refused",
             "model": self.model_name,
-            "reason": reason,
-            "status": status,
+            "reason": error.kind,
+            "status": error.status,
             "request_id": request_id,
         }
-        if detail:
-            record["detail"] = detail
+        if error.reason:
+            record["detail"] = error.reason
         logger.warning(json.dumps(record, sort_keys=True))
-
-    def refused_error(self, error: RequestError, request_id: str | None) -> None:
-        """`refused` for a RequestError."""
-        self.refused(error.kind, request_id, error.status, error.reason)
 
     def truncated(self, count: int) -> None:
         """Texts cut to the model's maximum length in this batch."""

@@ -83,7 +83,7 @@ def test_emitted_lines_parse_with_the_frontend_pattern_and_declared_dimensions(c
         with tel.stage("inference"):
             pass
         tel.batch(2)
-        tel.refused("bad_field", "req-1")
+        tel.refused_error(BadField("x"), "req-1")
         tel.predictions(["positive"])
         tel.truncated(1)
         tel.windows([4])
