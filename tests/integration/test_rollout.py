@@ -267,6 +267,8 @@ def test_a_candidate_that_stalls_mid_canary_costs_no_client_request(
 def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back(
     tabular_archive: Path,
     frequency_archive: Path,
+    sentiment_archive: Path,
+    digits_archive: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -275,15 +277,24 @@ def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back
     /v2 REST. The good candidate is promoted, the bad one (every label flipped) rolled back at the
     shadow step; neither costs a client request. Frequency too, on the same replicas: its signal
     sent as tensors and its answers read back into components, a candidate under another version
-    is promoted with the components equal. Three pods (stable, good, bad), one start."""
+    is promoted with the components equal. Sentiment (texts as BYTES) and digits (images as
+    binary data) likewise, each candidate under another version, promoted with every label
+    agreeing. Three pods (stable, good, bad), one start."""
     monkeypatch.delenv("MODEL_BUCKET", raising=False)
     bad_mar = labels_swapped(tabular_archive, tmp_path / "candidate" / "tabular-bad.mar")
-    frequency_b = version_bumped(frequency_archive, tmp_path / "candidate" / "frequency.mar")
+    stables = {
+        "tabular": tabular_archive,
+        "frequency": frequency_archive,
+        "sentiment": sentiment_archive,
+        "digits": digits_archive,
+    }
+    bumped = {
+        m: version_bumped(mar, tmp_path / "candidate" / f"{m}.mar")
+        for m, mar in stables.items()
+        if m != "tabular"
+    }
     pods = rollout.replicas(
-        {"tabular": tabular_archive, "frequency": frequency_archive},
-        {"tabular": tabular_archive, "frequency": frequency_b},
-        tmp_path / "pods",
-        runtime="oip",
+        stables, {"tabular": tabular_archive, **bumped}, tmp_path / "pods", runtime="oip"
     )
     a = pods[rollout.STABLE]
     bad_pod = Pod(
@@ -293,9 +304,8 @@ def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back
 
     def run(name: str, candidate: Path, b: Pod, steps: list[int], model: str = "tabular") -> dict:
         (tmp_path / name).mkdir()
-        stable = frequency_archive if model == "frequency" else tabular_archive
         return rollout.Rollout(
-            model, stable, candidate, tmp_path / name, steps=steps, step_s=2,
+            model, stables[model], candidate, tmp_path / name, steps=steps, step_s=2,
             judge_requests=20, users=2, pods={rollout.STABLE: a, rollout.CANDIDATE: b},
             runtime="oip",
         ).run()  # fmt: skip
@@ -309,7 +319,10 @@ def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back
             assert requests.get(f"{pod.http}/ping", headers=auth, timeout=30).status_code == 404
         good = run("good", tabular_archive, pods[rollout.CANDIDATE], [5, 100])
         bad = run("bad", bad_mar, bad_pod, [5, 100])
-        freq = run("frequency", frequency_b, pods[rollout.CANDIDATE], [100], "frequency")
+        freq = run("frequency", bumped["frequency"], pods[rollout.CANDIDATE], [100], "frequency")
+        classifiers = {
+            m: run(m, bumped[m], pods[rollout.CANDIDATE], [100], m) for m in ("sentiment", "digits")
+        }
     finally:
         for pod in (*pods.values(), bad_pod):
             pod.kill()
@@ -332,3 +345,12 @@ def test_over_the_oip_runtime_a_good_candidate_is_promoted_a_bad_one_rolled_back
         assert step["metrics"]["compared"] >= 20, step["metrics"]
         assert step["metrics"]["component_mad"] < 1e-6, step["metrics"]
     assert freq["clients"]["failed"] == 0 and freq["clients"]["answered_by"]["b"] > 0
+
+    for model, result in classifiers.items():  # their own tensors both ways, every label agreeing
+        assert result["outcome"] == "promoted", (model, result)
+        assert [s["step"] for s in result["steps"]] == ["shadow", "canary 100%"], model
+        for step in result["steps"]:
+            assert step["metrics"]["compared"] >= 20, (model, step["metrics"])
+            assert step["metrics"]["label_agreement"] == 1.0, (model, step["metrics"])
+        assert result["clients"]["failed"] == 0, (model, result["clients"])
+        assert result["clients"]["answered_by"]["b"] > 0, model
