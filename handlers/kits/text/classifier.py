@@ -124,10 +124,9 @@ class TextPredictor(Predictor[TextSettings]):
     def per_text(self) -> bool:
         """Whether each text runs alone (`texts_alone`; default: on a CPU, and always for int8).
         int8's activations are quantised with one scale per runtime call (ONNX Runtime's dynamic
-        quantisation), so in a padded batch a text's answer would move with its neighbours (up to
-        0.016 in probability, measured); alone, its scale is its own. On a CPU, running alone
-        costs nothing at equal lengths (8 x 256 tokens: 4.7 texts/s as a batch, 5.2 one at a time,
-        fp32, 1 thread) and saves the padding to the longest neighbour at mixed lengths."""
+        quantisation), so in a padded batch a text's answer would move with its neighbours;
+        alone, its scale is its own. On a CPU, running alone costs nothing at equal lengths
+        (docs/performance.md) and saves the padding to the longest neighbour at mixed lengths."""
         if self.runtime_kind == "onnx-int8":
             return True
         alone = self.settings.texts_alone
