@@ -102,7 +102,8 @@ class Item:
 @pytest.fixture
 def sentiment_contract():
     return contract.Contract(
-        "sentiment", SimpleNamespace(labels=("negative", "positive"), max_texts=16)
+        "sentiment",
+        SimpleNamespace(export=SimpleNamespace(labels=("negative", "positive")), max_texts=16),
     )
 
 
@@ -110,7 +111,9 @@ def test_metadata_comes_from_the_models_contract_and_settings(sentiment_contract
     meta = sentiment_contract.metadata("sentiment", ["v1"])
     assert meta["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
     assert {"name": "probabilities", "datatype": "FP64", "shape": [-1, 2]} in meta["outputs"]
-    three = contract.Contract("sentiment", SimpleNamespace(labels=("a", "b", "c")))
+    three = contract.Contract(
+        "sentiment", SimpleNamespace(export=SimpleNamespace(labels=("a", "b", "c")))
+    )
     assert {"name": "probabilities", "datatype": "FP64", "shape": [-1, 3]} in three.metadata(
         "s", []
     )["outputs"]

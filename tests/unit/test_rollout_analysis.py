@@ -267,8 +267,7 @@ def _contract_settings(model: str, request: pytest.FixtureRequest) -> object:
     from tools.frequency.samples import EXTRACT, SAMPLE_RATE
 
     return SimpleNamespace(
-        labels=("negative", "positive"),
-        export=SimpleNamespace(classes=tuple("0123456789")),
+        export=SimpleNamespace(classes=tuple("0123456789"), labels=("negative", "positive")),
         sample_rate=int(SAMPLE_RATE),
         frequencies=tuple(EXTRACT[-1]),
         max_samples=1 << 20,
