@@ -21,10 +21,10 @@ from handlers.telemetry import COUNTER, HISTOGRAM, METRICS
 class PrometheusMetrics:
     """`context.metrics` for `Telemetry`: each declared metric (telemetry.METRICS) in `registry`."""
 
-    def __init__(self, registry: Any = None):
+    def __init__(self) -> None:
         import prometheus_client as prom
 
-        self.registry = registry if registry is not None else prom.CollectorRegistry()
+        self.registry = prom.CollectorRegistry()
         self._lock = threading.Lock()
         self._metrics: dict[str, Any] = {}
         for name, spec in METRICS.items():
@@ -62,16 +62,6 @@ def serve(metrics: PrometheusMetrics, host: str, port: int) -> None:
     import prometheus_client as prom
 
     registry = prom.CollectorRegistry()
-    registry.register(_Both(metrics.registry, prom.REGISTRY))
+    registry.register(metrics.registry)  # a registry collects as one collector
+    registry.register(prom.REGISTRY)
     prom.start_http_server(port, addr=host, registry=registry)
-
-
-class _Both:
-    """One collector over two registries (the handlers' and the process's)."""
-
-    def __init__(self, *registries: Any):
-        self.registries = registries
-
-    def collect(self) -> Any:
-        for registry in self.registries:
-            yield from registry.collect()
