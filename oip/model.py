@@ -19,12 +19,7 @@ from handlers.telemetry import Telemetry
 from handlers.tensors import flag
 from oip.auth import Token
 from oip.batcher import Batcher
-from oip.contract import (
-    EXPLAIN_PARAMETER,
-    EXPLANATION_OUTPUT,
-    Contract,
-    parameters_of,
-)
+from oip.contract import EXPLAIN_PARAMETER, EXPLANATION_OUTPUT, Contract, parameters_of
 from oip.loading import worker_devices
 from oip.refusals import refused_class, request_id_of
 
@@ -49,9 +44,6 @@ class ServedModel(kserve.Model):
         self.version = version
         self.ready = True
 
-    def load(self) -> bool:
-        return True
-
     def get_input_types(self) -> list[dict]:
         return [t.metadata() for t in self.contract.inputs]
 
@@ -65,7 +57,6 @@ class ServedModel(kserve.Model):
         response_headers: dict[str, str] | None = None,
     ) -> InferResponse:
         Refused = refused_class()
-        contract = self.contract
         request_id = request_id_of(payload.id, headers)
         try:
             self.token.check(headers)
@@ -73,14 +64,14 @@ class ServedModel(kserve.Model):
                 raise BadField(f"this server speaks v2: POST /v2/models/{self.name}/infer")
             wanted = {o.name: o for o in payload.request_outputs or []}
             unknown = sorted(
-                set(wanted) - {t.name for t in contract.outputs} - {EXPLANATION_OUTPUT}
+                set(wanted) - {t.name for t in self.contract.outputs} - {EXPLANATION_OUTPUT}
             )
             if unknown:
                 raise BadField(f"unknown output {', '.join(map(repr, unknown))}")
             parameters = parameters_of(payload.parameters)
             explain = flag(parameters, EXPLAIN_PARAMETER)
-            arrays = contract.read_inputs(list(payload.inputs))
-            request = contract.request(arrays, parameters, request_id, explain)
+            arrays = self.contract.read_inputs(list(payload.inputs))
+            request = self.contract.request(arrays, parameters, request_id, explain)
         except Unauthorized as err:
             raise Refused(err, request_id) from None
         except RequestError as err:  # the tensors' refusal: counted as the model's own are
