@@ -24,14 +24,14 @@ def serve(args: argparse.Namespace) -> None:
     from oip import metrics as prometheus
     from oip.loading import load
     from oip.middleware import BodyLimit, GrpcGuard, InferEdge, OnlyTheProtocol
-    from oip.model import build_model
+    from oip.model import ServedModel
     from oip.refusals import rest_refusals
 
     logging.basicConfig(level=logging.INFO)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="oip-models-"))
     metrics = prometheus.PrometheusMetrics() if args.metrics_port else None
     models = [
-        build_model(name, path, token, metrics, args.gpus)
+        ServedModel(name, path, token, metrics, args.gpus)
         for name, path in (load(m, work) for m in args.models)
     ]
     if metrics is not None:

@@ -25,23 +25,36 @@ from oip.refusals import refused_class, request_id_of
 
 
 class ServedModel(kserve.Model):
-    """One model over the protocol: its metadata from its tensor contract, `predict` per request."""
+    """One archive over the protocol, loaded as TorchServe loads it (its model-config.yaml's
+    `handler:` settings, batch size and delay, workers and queue size): its metadata from its
+    tensor contract, `predict` per request. `metrics`: the handlers' Telemetry sink
+    (oip/metrics.PrometheusMetrics), None: no metrics; `gpus`: GPUs to spread workers over."""
 
-    def __init__(
-        self,
-        name: str,
-        contract: Contract,
-        batcher: Batcher,
-        telemetry: Telemetry,
-        token: Token,
-        version: str,
-    ) -> None:
+    def __init__(self, name: str, model_dir: Path, token: Token, metrics: Any, gpus: int) -> None:
         super().__init__(name)
-        self.contract = contract
-        self.batcher = batcher
-        self.telemetry = telemetry
+        archive = ArchiveConfig.read(model_dir)
+        self.telemetry = Telemetry(metrics, name)
+        services = [
+            ModelService.from_dir(
+                model_dir,
+                name=name,
+                config=dict(archive.handler),
+                device=device,
+                telemetry=self.telemetry,
+            )
+            for device in worker_devices(archive.min_workers, gpus)
+        ]
+        model = str(read_manifest(model_dir).get("model", name))
+        self.contract = Contract(model, services[0].settings)
+        self.batcher = Batcher(
+            services,
+            batch_size=archive.batch_size,
+            max_delay_s=archive.max_batch_delay_ms / 1000.0,
+            queue_size=archive.job_queue_size,
+            write=self.contract.write,
+        )
+        self.version = str(getattr(services[0].settings, "version", "") or "")
         self.token = token
-        self.version = version
         self.ready = True
 
     def get_input_types(self) -> list[dict]:
@@ -99,34 +112,3 @@ class ServedModel(kserve.Model):
             model_version=self.version or None,
             use_binary_outputs=payload.use_binary_outputs,
         )
-
-
-def build_model(
-    name: str, model_dir: Path, token: Token, metrics: Any = None, gpus: int = 0
-) -> ServedModel:
-    """The model serving one archive, loaded as TorchServe loads it (its model-config.yaml's
-    `handler:` settings, batch size and delay, workers and queue size); `metrics`: the handlers'
-    Telemetry sink (oip/metrics.PrometheusMetrics), None: no metrics; `gpus`: GPUs to spread
-    workers over."""
-    archive = ArchiveConfig.read(model_dir)
-    telemetry = Telemetry(metrics, name)
-    services = [
-        ModelService.from_dir(
-            model_dir,
-            name=name,
-            config=dict(archive.handler),
-            device=device,
-            telemetry=telemetry,
-        )
-        for device in worker_devices(archive.min_workers, gpus)
-    ]
-    contract = Contract(str(read_manifest(model_dir).get("model", name)), services[0].settings)
-    batcher = Batcher(
-        services,
-        batch_size=archive.batch_size,
-        max_delay_s=archive.max_batch_delay_ms / 1000.0,
-        queue_size=archive.job_queue_size,
-        write=contract.write,
-    )
-    version = str(getattr(services[0].settings, "version", "") or "")
-    return ServedModel(name, contract, batcher, telemetry, token, version)
