@@ -16,13 +16,8 @@ class Token:
     """The client tokens inference needs: any one of them (a Secret holds one a line, two during a
     rotation, as the pod's door reads it); none at all: no check (--no-auth)."""
 
-    def __init__(self, value: str | None | tuple[str, ...]):
-        self.values: tuple[str, ...] | None = (value,) if isinstance(value, str) else value
-
-    @property
-    def value(self) -> str | None:
-        """The first token (the one `make serve-oip` writes and clients read)."""
-        return self.values[0] if self.values else None
+    def __init__(self, values: tuple[str, ...] | None):
+        self.values = values
 
     @classmethod
     def from_file(cls, path: Path) -> Token:

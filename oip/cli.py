@@ -11,21 +11,14 @@ bearer token (oip/auth.py); metrics are the handlers' own, in Prometheus format 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-
-from oip.auth import Token
-
-DEFAULT_HTTP_PORT = 8095
-DEFAULT_GRPC_PORT = 8096
-DEFAULT_METRICS_PORT = 8097
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m oip", description=(__doc__ or "").split("\n")[0])
     p.add_argument("models", nargs="+", help="model_store/<name>.mar, or NAME=ARTIFACT_DIR")
-    p.add_argument("--http-port", type=int, default=DEFAULT_HTTP_PORT)
-    p.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_PORT)
+    p.add_argument("--http-port", type=int, default=8095)
+    p.add_argument("--grpc-port", type=int, default=8096)
     p.add_argument(
         "--host", default="127.0.0.1", help="the address both listen on (a pod: 0.0.0.0)"
     )
@@ -41,7 +34,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--metrics-port",
         type=int,
-        default=DEFAULT_METRICS_PORT,
+        default=8097,
         help="the handlers' Prometheus metrics on http://HOST:PORT/metrics (0: none)",
     )
     p.add_argument(
@@ -55,20 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    from oip.app import Options, serve
+    args = parse_args(argv)
+    from oip.app import serve
 
-    serve(
-        Options(
-            models=args.models,
-            http_port=args.http_port,
-            grpc_port=args.grpc_port,
-            host=args.host,
-            token=Token(None) if args.no_auth else Token.from_file(args.token_file),
-            max_request_bytes=args.max_request_bytes,
-            metrics_port=args.metrics_port,
-            gpus=args.gpus,
-            work_dir=args.work_dir,
-        )
-    )
+    serve(args)
     return 0

@@ -1,20 +1,10 @@
-"""Tensors ↔ a model's own requests and answers, from the model's tensor contract.
-
-Each registered model declares its Open Inference Protocol tensors once: its spec's `contract`
-(handlers/spec.py; its kit's oip.py, or its own folder's):
-
-    inputs(settings) -> tuple[Tensor, ...]     the input tensors it reads (metadata lists them)
-    outputs(settings) -> tuple[Tensor, ...]    the output tensors its answers carry
-    request_of(tensors, parameters, settings)  tensors → its kit's typed request
-    outputs_of(answer, settings) -> list[Output]         its kit's typed answer → output tensors
+"""Tensors ↔ a model's own requests and answers, from the model's tensor contract (its spec's
+`contract`, handlers/spec.py `TensorContract`: its kit's oip.py, or its own folder's).
 
 A request is read from its tensors once (`request_of`) and its answer written to tensors once
-(`outputs_of`), in the worker: nothing in between is serialised.
-
-Model metadata (names, datatypes, shapes) is derived from `inputs`/`outputs` with the loaded
-model's settings (labels, frequencies, image sizes), so nothing about a model is written twice.
-`request` is the one place an OIP request becomes the runtime-neutral `Request` that
-`ModelService` answers.
+(`outputs_of`), in the worker: nothing in between is serialised. Model metadata (names,
+datatypes, shapes) is derived from `inputs`/`outputs` with the loaded model's settings (labels,
+frequencies, image sizes), so nothing about a model is written twice.
 """
 
 from __future__ import annotations
@@ -31,21 +21,13 @@ from handlers.errors import BadField, TooLarge
 from handlers.service import Explained, Request
 from handlers.spec import TensorContract
 from handlers.tensors import Output, Tensor
-from oip.edge import MAX_ELEMENTS
+from oip.edge import MAX_ELEMENTS, NUMPY
 
 EXPLAIN_PARAMETER = "explain"
 """A request parameter `explain: true` asks for the model's explanation instead of a prediction."""
 
 EXPLANATION_OUTPUT = "explanation"
 """An explained request answers with one BYTES tensor: the model's explanation, as JSON."""
-
-NUMPY = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype("<u1"), "UINT16": np.dtype("<u2"),
-    "UINT32": np.dtype("<u4"), "UINT64": np.dtype("<u8"), "INT8": np.dtype("<i1"),
-    "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"),
-    "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
-}  # fmt: skip
-"""Each fixed-size datatype's array type (binary data is little-endian, as the protocol says)."""
 
 
 class Contract:
@@ -57,15 +39,6 @@ class Contract:
         self.settings = settings
         self.inputs: tuple[Tensor, ...] = tuple(module.inputs(settings))
         self.outputs: tuple[Tensor, ...] = tuple(module.outputs(settings))
-
-    def metadata(self, name: str, versions: list[str]) -> dict[str, Any]:
-        return {
-            "name": name,
-            "versions": versions,
-            "platform": "python-modelservice",
-            "inputs": [t.metadata() for t in self.inputs],
-            "outputs": [t.metadata() for t in self.outputs],
-        }
 
     def read_inputs(self, given: list[Any]) -> dict[str, np.ndarray]:
         """The request's input tensors (kserve InferInputs) as arrays, checked against the
@@ -195,7 +168,7 @@ def json_kind(value: Any) -> str:
 def flatten(data: Any, count: int, name: str, shape: list[int]) -> list[Any]:
     """JSON tensor data (flat, or nested lists read row-major) as its `count` elements; refused as
     soon as it holds more (nothing past the shape is read)."""
-    if not isinstance(data, list | tuple) and not hasattr(data, "__len__"):
+    if not hasattr(data, "__len__"):
         raise BadField(f"input {name!r}: data must be an array")
     out: list[Any] = []
     stack = [iter(data)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, ValidationError
 
 from handlers.errors import BadEncoding, BadField, RequestError, TooLarge
@@ -32,14 +33,15 @@ MAX_ELEMENTS = 1 << 22
 """Elements of one input tensor past which a request is refused before it is read (the body
 limit bounds the bytes; this bounds a shape that claims more than the body holds)."""
 
-ITEMSIZE = {
-    "BOOL": 1, "UINT8": 1, "UINT16": 2, "UINT32": 4, "UINT64": 8,
-    "INT8": 1, "INT16": 2, "INT32": 4, "INT64": 8, "FP16": 2, "FP32": 4, "FP64": 8,
+NUMPY = {
+    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype("<u1"), "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"), "UINT64": np.dtype("<u8"), "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
 }  # fmt: skip
-"""Bytes per element of each fixed-size datatype of the protocol (BYTES: a 4-byte length prefix
-then the element's bytes)."""
+"""Each fixed-size datatype's array type (binary data is little-endian, as the protocol says)."""
 
-DATATYPES = (*ITEMSIZE, "BYTES")
+DATATYPES = (*NUMPY, "BYTES")
 """The datatypes this server reads (the protocol's, BF16 aside: numpy has none)."""
 
 
@@ -71,10 +73,6 @@ class RequestHead(_Strict):
     outputs: list[OutputHead] | None = None
 
 
-def _where(loc: tuple) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-
-
 def parse_head(raw: bytes) -> RequestHead:
     """`raw` as a `RequestHead`, or the RequestError naming the first field that is not one."""
     try:
@@ -83,7 +81,8 @@ def parse_head(raw: bytes) -> RequestHead:
         first = e.errors(include_url=False, include_context=False, include_input=False)[0]
         if first["type"] == "json_invalid":
             raise BadEncoding("the request head is not valid JSON") from None
-        where = _where(tuple(first["loc"])) or "the request"
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        where = where.lstrip(".") or "the request"
         raise BadField(f"{where}: {str(first['msg']).lower()}"[:300]) from None
 
 
@@ -118,7 +117,8 @@ def check_head(head: RequestHead, binary: bool) -> list[int | None]:
             raise BadField(f"input {spec.name!r} has both data and binary_data_size")
         if type(size) is not int or size < 0:
             raise BadField(f"input {spec.name!r}: binary_data_size must be a whole number of bytes")
-        least = count * ITEMSIZE.get(spec.datatype, 4)
+        # BYTES: each element a 4-byte length prefix, then its bytes
+        least = count * (4 if spec.datatype == "BYTES" else NUMPY[spec.datatype].itemsize)
         if size < least or (spec.datatype != "BYTES" and size != least):
             raise BadField(
                 f"input {spec.name!r}: binary_data_size {size} for {count} {spec.datatype} "
@@ -154,11 +154,8 @@ def binary_head(body: bytes, header: str | None) -> tuple[RequestHead, list[byte
     raws: list[bytes | None] = []
     start = length
     for size in sizes:
-        if size is None:
-            raws.append(None)
-        else:
-            raws.append(body[start : start + size])
-            start += size
+        raws.append(None if size is None else body[start : start + size])
+        start += size or 0
     return head, raws
 
 

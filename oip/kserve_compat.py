@@ -1,11 +1,7 @@
 """Every change this server makes to KServe's own code, in one place, for the one KServe release
 they were written against (`KSERVE_VERSION`, requirements-oip.txt's pin): `check_version` refuses
-to start on any other, naming both, since each change reaches into KServe's internals.
-
-- `import_kserve`: KServe parses sys.argv when imported: it must see only its own options;
-- `keep_binary_inputs`: its REST decoder turns every binary BYTES input into UTF-8 text;
-- `bind`: it binds REST to 0.0.0.0 and gRPC to [::], with no option, and takes no gRPC
-  interceptors of ours.
+to start on any other, naming both, since each change reaches into KServe's internals. Each of
+`import_kserve`, `keep_binary_inputs` and `bind` says what in KServe it works around.
 """
 
 from __future__ import annotations
@@ -46,8 +42,8 @@ def check_version(installed: str | None = None) -> None:
 
 
 def import_kserve(http_port: int, grpc_port: int, max_request_bytes: int) -> Any:
-    """KServe, imported with sys.argv holding only its own options (it parses them at import), its
-    release checked first."""
+    """KServe, its release checked first, imported with sys.argv holding only its own options (it
+    parses them at import)."""
     check_version()
     sys.argv = [
         sys.argv[0],
@@ -65,7 +61,6 @@ def keep_binary_inputs() -> None:
     (or any non-UTF-8 element) is a 500. Replaced by the same reading that keeps each binary
     input's raw bytes (`InferInput.as_numpy` decodes them as gRPC's are), and a malformed body is
     the client's 400."""
-    check_version()
     from kserve.protocol.infer_type import InferInput, InferRequest, RequestedOutput
 
     def from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -> Any:
@@ -76,11 +71,8 @@ def keep_binary_inputs() -> None:
             raise Refused(err, request_id_of(None, None)) from None
         inputs = []
         for spec, raw in zip(head.inputs, raws, strict=True):
-            item = InferInput(spec.name, spec.shape, spec.datatype, parameters=spec.parameters)
-            if raw is None:
-                item.data = spec.data
-            else:
-                item._raw_data = raw
+            item = InferInput(spec.name, spec.shape, spec.datatype, spec.data, spec.parameters)
+            item._raw_data = raw  # None: its data is in the head (binary_head: never both)
             inputs.append(item)
         return cls(
             model_name=model_name,
@@ -101,21 +93,13 @@ def bind(host: str, interceptors: Sequence[Any] = ()) -> None:
     """KServe binds REST to 0.0.0.0 and gRPC to [::] with no option: both listen on `host`
     instead (loopback by default, as the project's TorchServe does; a pod passes 0.0.0.0). Its gRPC
     server gets `interceptors` before its own."""
-    check_version()
     import grpc
     import uvicorn
     from kserve.protocol.grpc import server as grpc_module
     from kserve.protocol.rest import server as rest_module
 
-    class Config(uvicorn.Config):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["host"] = host
-            super().__init__(*args, **kwargs)
-
-    rest_proxy = types.ModuleType("uvicorn")
-    rest_proxy.__dict__.update(uvicorn.__dict__)
-    rest_proxy.Config = Config  # type: ignore[attr-defined]
-    rest_module.uvicorn = rest_proxy
+    def config(*args: Any, **kwargs: Any) -> Any:
+        return uvicorn.Config(*args, **{**kwargs, "host": host})
 
     def server(*args: Any, **kwargs: Any) -> Any:
         kwargs["interceptors"] = (*interceptors, *kwargs.get("interceptors", ()))
@@ -124,7 +108,12 @@ def bind(host: str, interceptors: Sequence[Any] = ()) -> None:
         made.add_insecure_port = lambda address: add(f"{host}:{address.rsplit(':', 1)[1]}")
         return made
 
-    grpc_proxy = types.ModuleType("grpc.aio")
-    grpc_proxy.__dict__.update(grpc.aio.__dict__)
-    grpc_proxy.server = server  # type: ignore[attr-defined]
-    grpc_module.aio = grpc_proxy
+    rest_module.uvicorn = _changed(uvicorn, Config=config)
+    grpc_module.aio = _changed(grpc.aio, server=server)
+
+
+def _changed(module: types.ModuleType, **changes: Any) -> types.ModuleType:
+    """A copy of `module` with `changes`, for one KServe module to use in its place."""
+    copy = types.ModuleType(module.__name__)
+    copy.__dict__.update(module.__dict__, **changes)
+    return copy

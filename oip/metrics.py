@@ -11,7 +11,6 @@ on the server's host: loopback in a pod, where the door's metrics port passes `G
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,11 +20,10 @@ from handlers.telemetry import COUNTER, HISTOGRAM, METRICS
 class PrometheusMetrics:
     """`context.metrics` for `Telemetry`: each declared metric (telemetry.METRICS) in `registry`."""
 
-    def __init__(self, registry: Any = None):
+    def __init__(self) -> None:
         import prometheus_client as prom
 
-        self.registry = registry if registry is not None else prom.CollectorRegistry()
-        self._lock = threading.Lock()
+        self.registry = prom.CollectorRegistry()
         self._metrics: dict[str, Any] = {}
         for name, spec in METRICS.items():
             kind = {COUNTER: prom.Counter, HISTOGRAM: prom.Histogram}.get(spec.type, prom.Gauge)
@@ -47,13 +45,13 @@ class PrometheusMetrics:
         spec = METRICS[name]
         given = {str(d.name): str(d.value) for d in dimensions}
         child = self._metrics[name].labels(*(given[d] for d in spec.dimensions))
-        with self._lock:
-            if spec.type == COUNTER:
-                child.inc(value)
-            elif spec.type == HISTOGRAM:
-                child.observe(value)
-            else:
-                child.set(value)
+        # prometheus_client's values lock themselves: observations from many workers add up.
+        if spec.type == COUNTER:
+            child.inc(value)
+        elif spec.type == HISTOGRAM:
+            child.observe(value)
+        else:
+            child.set(value)
 
 
 def serve(metrics: PrometheusMetrics, host: str, port: int) -> None:
@@ -62,16 +60,6 @@ def serve(metrics: PrometheusMetrics, host: str, port: int) -> None:
     import prometheus_client as prom
 
     registry = prom.CollectorRegistry()
-    registry.register(_Both(metrics.registry, prom.REGISTRY))
+    registry.register(metrics.registry)  # a registry collects as one collector
+    registry.register(prom.REGISTRY)
     prom.start_http_server(port, addr=host, registry=registry)
-
-
-class _Both:
-    """One collector over two registries (the handlers' and the process's)."""
-
-    def __init__(self, *registries: Any):
-        self.registries = registries
-
-    def collect(self) -> Any:
-        for registry in self.registries:
-            yield from registry.collect()

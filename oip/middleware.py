@@ -2,9 +2,9 @@
 interceptor, each refusal in the catalogue's shape (oip/refusals.py).
 
 REST, outermost first (oip/app.py adds them): `OnlyTheProtocol` (the protocol's routes, the
-model's own version), `BodyLimit` (413 before a body is read whole), `JsonByDefault` (a plain
-JSON request without a Content-Type), `InferEdge` (the token, then the body against the protocol,
-oip/edge.py). gRPC: `GrpcGuard` (no model repository RPCs; an undecodable message or a malformed
+model's own version), `BodyLimit` (413 before a body is read whole), `InferEdge` (a plain JSON
+request without a Content-Type, the token, then the body against the protocol, oip/edge.py).
+gRPC: `GrpcGuard` (no model repository RPCs; an undecodable message or a malformed
 ModelInferRequest is INVALID_ARGUMENT).
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import grpc
 
-from handlers.errors import KINDS, BadEncoding, BodyTooLarge, RequestError, echo, error_body
+from handlers.errors import BadEncoding, BodyTooLarge, RequestError, echo
 from oip.auth import Token
 from oip.edge import check_rest, grpc_infer_problem
-from oip.refusals import grpc_code, request_id_of, scope_request_id, send_json
+from oip.refusals import grpc_code, request_id_of, scope_request_id, send_refusal
 
 ROUTES = re.compile(
     r"(GET /v2(/health/(live|ready))?"
@@ -34,43 +34,42 @@ INFER = re.compile(r"/v2/models/[^/]+/infer/?")
 DENIED_RPCS = {"RepositoryModelLoad", "RepositoryModelUnload"}
 
 
+class NotFound(RequestError):
+    """A route, model or version not served: the catalogue's `not_found`."""
+
+    kind = "not_found"
+
+
 class OnlyTheProtocol:
     """ASGI middleware: anything but `ROUTES` is 404 before KServe sees it. A versioned route
     (`/v2/models/<m>/versions/<v>[/ready|/infer]`, which KServe 0.21 answers with a 500-class
     NotImplementedError) is the model's own route when <v> is the version it serves, else 404."""
 
-    def __init__(self, app: Any, versions: dict[str, str] | None = None):
+    def __init__(self, app: Any, versions: dict[str, str]):
         self.app = app
-        self.versions = versions or {}
+        self.versions = versions
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope.get("type") == "http":
             path = scope.get("path", "")
+            reason = None
             if not ROUTES.fullmatch(f"{scope.get('method')} {path.rstrip('/') or '/'}"):
-                await self._not_found(scope, send, "not found")
-                return
-            if versioned := VERSIONED.fullmatch(path):
+                reason = "not found"
+            elif versioned := VERSIONED.fullmatch(path):
                 name, version, rest = versioned.groups()
                 served = self.versions.get(name)
-                if served is None or version != served:
-                    await self._not_found(
-                        scope,
-                        send,
-                        f"model {echo(name)} is not served"
-                        if served is None
-                        else f"model {name!r} has no version {echo(version)}: it serves "
-                        + (f"version {served!r}" if served else "no named version"),
+                if served is None:
+                    reason = f"model {echo(name)} is not served"
+                elif version != served:
+                    reason = f"model {name!r} has no version {echo(version)}: it serves " + (
+                        f"version {served!r}" if served else "no named version"
                     )
-                    return
                 own = f"/v2/models/{name}{rest or ''}"  # the model's own route
                 scope = {**scope, "path": own, "raw_path": own.encode()}
+            if reason is not None:
+                await send_refusal(send, NotFound(reason), scope_request_id(scope))
+                return
         await self.app(scope, receive, send)
-
-    @staticmethod
-    async def _not_found(scope: dict, send: Any, reason: str) -> None:
-        request_id = scope_request_id(scope)
-        status = KINDS["not_found"].status
-        await send_json(send, status, error_body(reason, "not_found", request_id), request_id)
 
 
 class BodyLimit:
@@ -113,46 +112,33 @@ class BodyLimit:
 
     async def _refuse(self, scope: dict, send: Any) -> None:
         err = BodyTooLarge(f"the request body is over {self.limit} bytes")
-        request_id = scope_request_id(scope)
-        await send_json(send, err.status, err.to_body(request_id), request_id)
-
-
-class JsonByDefault:
-    """ASGI middleware: an infer POST with no Content-Type and no binary tensors
-    (Inference-Header-Content-Length) is JSON. tritonclient's HTTP client sends plain JSON
-    requests without a Content-Type, which KServe would otherwise read as binary and refuse."""
-
-    def __init__(self, app: Any):
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") == "http" and scope.get("method") == "POST":
-            names = {k.lower() for k, _ in scope.get("headers", [])}
-            if b"content-type" not in names and b"inference-header-content-length" not in names:
-                scope = dict(scope)
-                scope["headers"] = [
-                    *scope.get("headers", []),
-                    (b"content-type", b"application/json"),
-                ]
-        await self.app(scope, receive, send)
+        await send_refusal(send, err, scope_request_id(scope))
 
 
 class InferEdge:
-    """ASGI middleware, inside the body limit: an infer POST's token, then its body checked
-    against the protocol (oip/edge.py: field types, the binary extension's header and sizes, each
-    tensor's size against its datatype and shape) before KServe reads it; a malformed request is
-    the client's 400 (or 413) with the catalogue's JSON body. The body is then handed on as sent."""
+    """ASGI middleware, inside the body limit. A POST with no Content-Type and no binary tensors
+    (Inference-Header-Content-Length) is JSON: tritonclient's HTTP client sends plain JSON requests
+    without a Content-Type, which KServe would otherwise read as binary and refuse. Then an infer
+    POST's token, then its body checked against the protocol (oip/edge.py: field types, the binary
+    extension's header and sizes, each tensor's size against its datatype and shape) before KServe
+    reads it; a malformed request is the client's 400 (or 413) with the catalogue's JSON body. The
+    body is then handed on as sent."""
 
     def __init__(self, app: Any, token: Token):
         self.app = app
         self.token = token
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if (
-            scope.get("type") != "http"
-            or scope.get("method") != "POST"
-            or not INFER.fullmatch(scope.get("path", ""))
-        ):
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        names = {k.lower() for k, _ in scope.get("headers", [])}
+        if b"content-type" not in names and b"inference-header-content-length" not in names:
+            scope = {
+                **scope,
+                "headers": [*scope.get("headers", []), (b"content-type", b"application/json")],
+            }
+        if not INFER.fullmatch(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -169,9 +155,7 @@ class InferEdge:
             self.token.check(headers)
             check_rest(body, headers)
         except RequestError as err:
-            request_id = request_id_of(None, headers)
-            extra = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
-            await send_json(send, err.status, err.to_body(request_id), request_id, extra)
+            await send_refusal(send, err, request_id_of(None, headers))
             return
         delivered = False
 

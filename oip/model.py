@@ -19,38 +19,43 @@ from handlers.telemetry import Telemetry
 from handlers.tensors import flag
 from oip.auth import Token
 from oip.batcher import Batcher
-from oip.contract import (
-    EXPLAIN_PARAMETER,
-    EXPLANATION_OUTPUT,
-    Contract,
-    parameters_of,
-)
+from oip.contract import EXPLAIN_PARAMETER, EXPLANATION_OUTPUT, Contract, parameters_of
 from oip.loading import worker_devices
 from oip.refusals import refused_class, request_id_of
 
 
 class ServedModel(kserve.Model):
-    """One model over the protocol: its metadata from its tensor contract, `predict` per request."""
+    """One archive over the protocol, loaded as TorchServe loads it (its model-config.yaml's
+    `handler:` settings, batch size and delay, workers and queue size): its metadata from its
+    tensor contract, `predict` per request. `metrics`: the handlers' Telemetry sink
+    (oip/metrics.PrometheusMetrics), None: no metrics; `gpus`: GPUs to spread workers over."""
 
-    def __init__(
-        self,
-        name: str,
-        contract: Contract,
-        batcher: Batcher,
-        telemetry: Telemetry,
-        token: Token,
-        version: str,
-    ) -> None:
+    def __init__(self, name: str, model_dir: Path, token: Token, metrics: Any, gpus: int) -> None:
         super().__init__(name)
-        self.contract = contract
-        self.batcher = batcher
-        self.telemetry = telemetry
+        archive = ArchiveConfig.read(model_dir)
+        self.telemetry = Telemetry(metrics, name)
+        services = [
+            ModelService.from_dir(
+                model_dir,
+                name=name,
+                config=dict(archive.handler),
+                device=device,
+                telemetry=self.telemetry,
+            )
+            for device in worker_devices(archive.min_workers, gpus)
+        ]
+        model = str(read_manifest(model_dir).get("model", name))
+        self.contract = Contract(model, services[0].settings)
+        self.batcher = Batcher(
+            services,
+            batch_size=archive.batch_size,
+            max_delay_s=archive.max_batch_delay_ms / 1000.0,
+            queue_size=archive.job_queue_size,
+            write=self.contract.write,
+        )
+        self.version = str(getattr(services[0].settings, "version", "") or "")
         self.token = token
-        self.version = version
         self.ready = True
-
-    def load(self) -> bool:
-        return True
 
     def get_input_types(self) -> list[dict]:
         return [t.metadata() for t in self.contract.inputs]
@@ -65,7 +70,6 @@ class ServedModel(kserve.Model):
         response_headers: dict[str, str] | None = None,
     ) -> InferResponse:
         Refused = refused_class()
-        contract = self.contract
         request_id = request_id_of(payload.id, headers)
         try:
             self.token.check(headers)
@@ -73,14 +77,14 @@ class ServedModel(kserve.Model):
                 raise BadField(f"this server speaks v2: POST /v2/models/{self.name}/infer")
             wanted = {o.name: o for o in payload.request_outputs or []}
             unknown = sorted(
-                set(wanted) - {t.name for t in contract.outputs} - {EXPLANATION_OUTPUT}
+                set(wanted) - {t.name for t in self.contract.outputs} - {EXPLANATION_OUTPUT}
             )
             if unknown:
                 raise BadField(f"unknown output {', '.join(map(repr, unknown))}")
             parameters = parameters_of(payload.parameters)
             explain = flag(parameters, EXPLAIN_PARAMETER)
-            arrays = contract.read_inputs(list(payload.inputs))
-            request = contract.request(arrays, parameters, request_id, explain)
+            arrays = self.contract.read_inputs(list(payload.inputs))
+            request = self.contract.request(arrays, parameters, request_id, explain)
         except Unauthorized as err:
             raise Refused(err, request_id) from None
         except RequestError as err:  # the tensors' refusal: counted as the model's own are
@@ -108,34 +112,3 @@ class ServedModel(kserve.Model):
             model_version=self.version or None,
             use_binary_outputs=payload.use_binary_outputs,
         )
-
-
-def build_model(
-    name: str, model_dir: Path, token: Token, metrics: Any = None, gpus: int = 0
-) -> ServedModel:
-    """The model serving one archive, loaded as TorchServe loads it (its model-config.yaml's
-    `handler:` settings, batch size and delay, workers and queue size); `metrics`: the handlers'
-    Telemetry sink (oip/metrics.PrometheusMetrics), None: no metrics; `gpus`: GPUs to spread
-    workers over."""
-    archive = ArchiveConfig.read(model_dir)
-    telemetry = Telemetry(metrics, name)
-    services = [
-        ModelService.from_dir(
-            model_dir,
-            name=name,
-            config=dict(archive.handler),
-            device=device,
-            telemetry=telemetry,
-        )
-        for device in worker_devices(archive.min_workers, gpus)
-    ]
-    contract = Contract(str(read_manifest(model_dir).get("model", name)), services[0].settings)
-    batcher = Batcher(
-        services,
-        batch_size=archive.batch_size,
-        max_delay_s=archive.max_batch_delay_ms / 1000.0,
-        queue_size=archive.job_queue_size,
-        write=contract.write,
-    )
-    version = str(getattr(services[0].settings, "version", "") or "")
-    return ServedModel(name, contract, batcher, telemetry, token, version)

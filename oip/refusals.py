@@ -4,7 +4,7 @@
 
 - `Refused`: the exception a model's `predict` raises: REST answers it with the kind's status and
   body (`rest_refusals`), gRPC with the kind's code and the same JSON as details;
-- `send_json`: an ASGI answer written before KServe reads the request (the middlewares);
+- `send_refusal`: an ASGI answer written before KServe reads the request (the middlewares);
 - `rest_refusals`: FastAPI's own refusals (422 for a body KServe's models refuse, 400 for one that
   is not the JSON it declares) answered in the protocol's shape instead;
 - `request_id_of`: a request's id, by the rule TorchServe's path applies.
@@ -67,46 +67,47 @@ def scope_request_id(scope: dict) -> str:
     return request_id_of(None, headers)
 
 
-async def send_json(
-    send: Any,
-    status: int,
-    payload: dict,
-    request_id: str | None = None,
-    extra: dict[str, str] | None = None,
-) -> None:
-    """An ASGI answer with a JSON body, written before KServe's app sees the request."""
-    body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
+def rest_headers(err: RequestError, request_id: str | None) -> dict[str, str]:
+    """A refusal's REST headers: its kind's Retry-After, WWW-Authenticate on a 401, the request
+    id."""
+    headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
+    if err.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     if request_id is not None:
-        headers.append((REQUEST_ID_HEADER.lower().encode(), request_id.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+        headers[REQUEST_ID_HEADER] = request_id
+    return headers
+
+
+async def send_refusal(send: Any, err: RequestError, request_id: str) -> None:
+    """`err` as an ASGI answer (its status, `rest_headers` and JSON body), written before KServe's
+    app sees the request."""
+    body = json.dumps(err.to_body(request_id)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in rest_headers(err, request_id).items()]
+    await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 def rest_refusals(app: Any) -> None:
     """`app`'s exception handlers: a `Refused` with its kind's status, headers and body; FastAPI's
     own 422 and 400 as the protocol's 400 with the catalogue's body."""
+    from fastapi.exception_handlers import http_exception_handler
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
 
-    Refused = refused_class()
+    def answer(err: RequestError, request_id: str | None) -> JSONResponse:
+        headers = rest_headers(err, request_id)
+        return JSONResponse(err.to_body(request_id), status_code=err.status, headers=headers)
 
     async def refused(_: Any, exc: Any) -> JSONResponse:
         err: RequestError | None = getattr(exc, "error", None)
         if err is None:  # a gRPC-only exception from elsewhere: KServe's generic answer
             return JSONResponse({"error": str(exc)}, status_code=500)
-        request_id = getattr(exc, "request_id", None)
-        headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
-        if err.status == 401:
-            headers["WWW-Authenticate"] = "Bearer"
-        if request_id is not None:
-            headers[REQUEST_ID_HEADER] = request_id
-        return JSONResponse(err.to_body(request_id), status_code=err.status, headers=headers)
+        return answer(err, getattr(exc, "request_id", None))
 
     # Starlette finds a handler by the exception's classes: every Refused is one GrpcException.
-    app.add_exception_handler(Refused.__mro__[1], refused)
-
-    from fastapi.exceptions import RequestValidationError
+    app.add_exception_handler(refused_class().__mro__[1], refused)
 
     async def invalid(request: Any, exc: Any) -> JSONResponse:
         """KServe's pydantic models refuse a request of the wrong shape (a null parameter, a
@@ -115,16 +116,9 @@ def rest_refusals(app: Any) -> None:
         first = (exc.errors() or [{}])[0]
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         err = BadField(f"{where}: {str(first.get('msg', 'invalid')).lower()}"[:300])
-        request_id = request_id_of(None, dict(request.headers))
-        return JSONResponse(
-            err.to_body(request_id), status_code=err.status,
-            headers={REQUEST_ID_HEADER: request_id},
-        )  # fmt: skip
+        return answer(err, request_id_of(None, dict(request.headers)))
 
     app.add_exception_handler(RequestValidationError, invalid)
-
-    from fastapi.exception_handlers import http_exception_handler
-    from starlette.exceptions import HTTPException
 
     async def unparsed(request: Any, exc: Any) -> Any:
         """FastAPI answers a body it cannot parse (JSON declared, not sent) with 400
@@ -132,9 +126,6 @@ def rest_refusals(app: Any) -> None:
         if exc.status_code != 400:
             return await http_exception_handler(request, exc)
         err = BadEncoding(f"the body is not the JSON it says it is: {str(exc.detail).lower()}")
-        request_id = request_id_of(None, dict(request.headers))
-        return JSONResponse(
-            err.to_body(request_id), status_code=err.status, headers={REQUEST_ID_HEADER: request_id}
-        )
+        return answer(err, request_id_of(None, dict(request.headers)))
 
     app.add_exception_handler(HTTPException, unparsed)

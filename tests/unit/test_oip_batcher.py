@@ -30,7 +30,7 @@ class Echo:
         self.gate = threading.Event()
         self.gate.set()
 
-    def handle_batch(self, requests):
+    def handle_batch(self, requests, write=None):
         self.gate.wait(5)
         self.sizes.append(len(requests))
         time.sleep(self.delay)
@@ -108,15 +108,17 @@ def sentiment_contract():
 
 
 def test_metadata_comes_from_the_models_contract_and_settings(sentiment_contract):
-    meta = sentiment_contract.metadata("sentiment", ["v1"])
-    assert meta["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
-    assert {"name": "probabilities", "datatype": "FP64", "shape": [-1, 2]} in meta["outputs"]
+    # what the served model's metadata lists (oip/model.py get_input_types, get_output_types)
+    inputs = [t.metadata() for t in sentiment_contract.inputs]
+    assert inputs == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+    outputs = [t.metadata() for t in sentiment_contract.outputs]
+    assert {"name": "probabilities", "datatype": "FP64", "shape": [-1, 2]} in outputs
     three = contract.Contract(
         "sentiment", SimpleNamespace(export=SimpleNamespace(labels=("a", "b", "c")))
     )
-    assert {"name": "probabilities", "datatype": "FP64", "shape": [-1, 3]} in three.metadata(
-        "s", []
-    )["outputs"]
+    assert {"name": "probabilities", "datatype": "FP64", "shape": [-1, 3]} in [
+        t.metadata() for t in three.outputs
+    ]
 
 
 @pytest.mark.parametrize(
