@@ -1,13 +1,6 @@
 """What the scoring commands (`python -m scoring`, scoring.bench, scoring.memory) take from the
-project's other layers and hand to the job, the one module of scoring/ that imports them:
-
-- `example`: the model's example request (tools/<model>/samples.py), whose answer gives the
-  output its columns (scoring/columns.py);
-- `download`: a registered MLflow version (`models:/<name>/<version or alias>`) as a local model
-  folder (training/registry.py);
-- `cpu_line`: the CPU a figure came from (training/common/machine.py).
-
-The job itself (scoring/job.py, model.py, inputs.py, outputs.py, columns.py: what each Ray actor
+project's other layers (tools/, training/) and hand to the job, the one module of scoring/ that
+imports them. The job itself (scoring/job.py, model.py, inputs.py, outputs.py, columns.py: what each Ray actor
 loads) imports only the serving core (handlers/) and its own modules (pyproject.toml's
 import-linter contract `scoring`).
 """
@@ -21,7 +14,8 @@ from scoring.errors import ScoringError
 
 
 def example(name: str) -> dict[str, Any]:
-    """The registered model's example request (one row)."""
+    """The registered model's example request (one row), whose answer gives the output its columns
+    (scoring/columns.py)."""
     from tools import registry
 
     return registry.get(name).example()
@@ -37,8 +31,9 @@ def bench_bodies(name: str, rows: int) -> list[dict[str, Any]]:
 
 
 def download(model_uri: str, dest: Path) -> tuple[Path, dict]:
-    """A registered version's model folder and its record; a registry's refusal (no such version
-    or alias, a file that does not match its sha256 tag) is a `ScoringError` saying why."""
+    """A registered MLflow version's (`models:/<name>/<version or alias>`) model folder and its
+    record; a registry's refusal (no such version or alias, a file that does not match its sha256
+    tag) is a `ScoringError` saying why."""
     from training.registry import RegistryError
     from training.registry import download as fetch
 
