@@ -4,9 +4,9 @@ Inputs are JSONL (`.jsonl`, `.json`), CSV (`.csv`) or Parquet (`.parquet`, `.pq`
 of them, or the same on S3 (`s3://bucket/key` or `s3://bucket/prefix/`: fetched through the
 project's S3 layer, deploy/s3, and checked against the sha256 an object's metadata promises).
 
-A partition is a Parquet row group, or a newline-aligned byte range of a JSONL/CSV file (CSV fields
-with embedded newlines are not supported): the plan depends on the files only, so a re-run cuts the
-same partitions and skips those already written.
+A partition is a Parquet row group, or a byte range of whole lines (JSONL) or records (CSV) of a
+file: the plan depends on the files only, so a re-run cuts the same partitions and skips those
+already written.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,6 @@ class Partition:
     @property
     def name(self) -> str:
         return f"part-{self.index:05d}.parquet"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def input_format(path: Path) -> str:
@@ -204,12 +202,11 @@ def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], 
     for path in files:
         whole = hashlib.sha256()
         mine = [p for p in parts if p.path == str(path)]
+        ranged = [p for p in mine if p.fmt != "parquet"]
         with open(path, "rb") as f:
-            header = b""
-            if mine and mine[0].fmt == "csv":
-                header = f.read(mine[0].start)
-                whole.update(header)
-            for part in mine if mine and mine[0].fmt != "parquet" else []:
+            header = f.read(ranged[0].start) if ranged else b""  # a CSV file's; JSONL: none
+            whole.update(header)
+            for part in ranged:
                 h = hashlib.sha256(header)
                 left = part.stop - part.start
                 while left > 0 and (block := f.read(min(left, 1 << 20))):
@@ -225,17 +222,19 @@ def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], 
     return by_file, [by_part[p.index] for p in parts]
 
 
-def unique_paths(files: list[Path]) -> tuple[list[Path], list[tuple[Path, Path]]]:
-    """The files, each once (`a` and `dir/../a`, or a link to `a`, are one file), and the
-    (dropped, kept) pairs."""
-    seen: dict[Path, Path] = {}
+def unique(
+    files: list[Path], key: Callable[[Path], Hashable] = Path.resolve
+) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The files, each the first with its key (by default its real path: `a` and `dir/../a`, or a
+    link to `a`, are one file), and the (dropped, kept) pairs."""
+    seen: dict[Hashable, Path] = {}
     kept, dropped = [], []
     for f in files:
-        real = f.resolve()
-        if real in seen:
-            dropped.append((f, seen[real]))
+        k = key(f)
+        if k in seen:
+            dropped.append((f, seen[k]))
         else:
-            seen[real] = f
+            seen[k] = f
             kept.append(f)
     return kept, dropped
 
@@ -245,14 +244,7 @@ def unique_contents(
 ) -> tuple[list[Path], list[Partition], list[str], list[tuple[Path, Path]]]:
     """The files whose bytes an earlier file does not already hold, their partitions renumbered,
     and the (dropped, kept) pairs."""
-    seen: dict[str, Path] = {}
-    kept, dropped = [], []
-    for f in files:
-        if by_file[str(f)] in seen:
-            dropped.append((f, seen[by_file[str(f)]]))
-        else:
-            seen[by_file[str(f)]] = f
-            kept.append(f)
+    kept, dropped = unique(files, lambda f: by_file[str(f)])
     if not dropped:
         return files, parts, part_digests, []
     keep = {str(f) for f in kept}
@@ -264,13 +256,12 @@ def unique_contents(
 def id_type(files: list[Path], id_column: str) -> str:
     """The job's id type, decided once: "int" when every input is Parquet with an integer id
     column, else "string" (JSONL and CSV have no schema: `--id-type int` asks for integers)."""
-    kinds = set()
     for path in files:
         if input_format(path) != "parquet":
             return "string"
-        kind = pq.ParquetFile(path).schema_arrow.field(id_column).type
-        kinds.add("int" if pa.types.is_integer(kind) else "string")
-    return "int" if kinds == {"int"} else "string"
+        if not pa.types.is_integer(pq.ParquetFile(path).schema_arrow.field(id_column).type):
+            return "string"
+    return "int" if files else "string"
 
 
 INT64 = (-(2**63), 2**63 - 1)
@@ -378,7 +369,7 @@ def _csv_row(record: bytes, header: list[str]) -> dict:
     if text.count('"') % 2:
         return {BAD_ROW: "a quoted cell is never closed"}
     try:
-        [cells] = list(csv.reader([text + "\n" if not text.endswith("\r") else text + "\n"]))
+        [cells] = list(csv.reader([text + "\n"]))
     except csv.Error as err:
         why = "a line break (CR) in an unquoted cell" if "new-line" in str(err) else _line(err)
         return {BAD_ROW: f"not CSV: {why}; quote the cell"}

@@ -5,6 +5,7 @@ is either complete or absent and a re-run of the same command scores only what i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -44,48 +45,38 @@ class Scorer:
         """The model's own example answer (to its example request, scoring/plugins.py): its fields are the output's columns (scoring/columns.py)."""
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
-        out: dict[str, list] = {"index": [], "rows": [], "refused": [], "skipped": []}
+        out: dict[str, list] = {"rows": [], "refused": []}
         for i in range(len(batch["index"])):
             part = Partition(**{k: _item(batch[k][i]) for k in Partition.__dataclass_fields__})
-            rows, refused, skipped = self.score(part)
-            out["index"].append(part.index)
+            try:
+                rows, refused = self.score(part)
+            except Exception as err:  # not a row's: the job's failure, one line (unwrapped by run)
+                where = (
+                    f"{Path(part.path).name} row group {part.start}"
+                    if part.fmt == "parquet"
+                    else f"{Path(part.path).name} bytes {part.start}-{part.stop}"
+                )
+                raise JobFailed(f"{part.name} ({where}): {_describe(err)}") from None
             out["rows"].append(rows)
             out["refused"].append(json.dumps(refused))
-            out["skipped"].append(skipped)
         return out
 
-    def score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
-        """Score one partition; what fails here other than a row is the job's failure, said as
-        one line naming the partition and the cause (`JobFailed`, unwrapped by `run`)."""
-        try:
-            return self._score(part)
-        except Exception as err:
-            where = (
-                f"{Path(part.path).name} row group {part.start}"
-                if part.fmt == "parquet"
-                else f"{Path(part.path).name} bytes {part.start}-{part.stop}"
-            )
-            raise JobFailed(f"{part.name} ({where}): {_describe(err)}") from None
-
-    def _score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
+    def score(self, part: Partition) -> tuple[int, dict[str, int]]:
+        """Score one partition unless a part of it is written: its rows and refusals by kind."""
         import pyarrow as pa
 
-        from handlers.rows import answer_rows
         from scoring.columns import answer_schema, to_table
         from scoring.inputs import read
 
-        if self.output.exists(part.name):  # written by an earlier try: never scored twice
-            done, kinds = _done(self.output, part.name)
-            return done, kinds, True
-        ids, rows = read(part, self.id_column, self.id_type)
-        id_type = pa.int64() if self.id_type == "int" else pa.string()  # the job's, decided once
-        schema = answer_schema(self.example, pa.field(self.id_column, id_type))
-        answers = _answers(self.service, rows, self.batch_size, ids, answer_rows)
-        if not self.output.write_part(part.name, to_table(ids, answers, schema)):
-            done, kinds = _done(self.output, part.name)  # another try wrote it meanwhile
-            return done, kinds, True
-        kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
-        return len(ids), dict(kinds), False
+        if not self.output.exists(part.name):  # else written by an earlier try: never scored twice
+            ids, rows = read(part, self.id_column, self.id_type)
+            id_type = pa.int64() if self.id_type == "int" else pa.string()  # the job's, set once
+            schema = answer_schema(self.example, pa.field(self.id_column, id_type))
+            answers = _answers(self.service, rows, self.batch_size, ids)
+            if self.output.write_part(part.name, to_table(ids, answers, schema)):
+                kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
+                return len(ids), dict(kinds)
+        return _done(self.output, part.name)  # or another try wrote it meanwhile
 
 
 def _describe(err: BaseException) -> str:
@@ -122,8 +113,10 @@ def _cause(err: BaseException) -> str:
     return _describe(last)
 
 
-def _answers(service, rows: list[dict], batch_size: int, ids: list, answer_rows) -> list[dict]:
+def _answers(service, rows: list[dict], batch_size: int, ids: list) -> list[dict]:
     """Rows that could not be read are refused in place; the others go through the service."""
+    from handlers.rows import answer_rows
+
     good = [i for i, r in enumerate(rows) if BAD_ROW not in r]
     answered = answer_rows(service, [rows[i] for i in good], batch_size, [ids[i] for i in good])
     answers: list[dict] = [
@@ -156,6 +149,11 @@ class Report:
     wall_s: float = 0.0
     rows_per_s: float = 0.0
     cpu: str = ""
+
+    def add(self, rows: int, refused: dict[str, int]) -> None:
+        self.rows += rows
+        for kind, n in refused.items():
+            self.refused[kind] = self.refused.get(kind, 0) + n
 
     def line(self) -> str:
         refused = ", ".join(f"{k} {v}" for k, v in sorted(self.refused.items())) or "none"
@@ -261,8 +259,6 @@ def run(
     started = start_ray(address, cpus)
     report.engine_start_s = time.perf_counter() - begin
     try:
-        import logging
-
         import ray.data
 
         for name in ("ray", "ray.data"):  # our own bar, report and failure line say it
@@ -276,13 +272,9 @@ def run(
         report.skipped_partitions = len(parts) - len(todo)
         for p in parts:
             if p.name in written:
-                rows, kinds = _done(output, p.name)
-                report.rows += rows
-                for kind, n in kinds.items():
-                    report.refused[kind] = report.refused.get(kind, 0) + n
+                report.add(*_done(output, p.name))
         if todo:
-            ds = ray.data.from_items([p.to_dict() for p in todo], override_num_blocks=len(todo))
-            cpus_each = max(1, cpus // workers) if not address else 1
+            ds = ray.data.from_items([asdict(p) for p in todo], override_num_blocks=len(todo))
             scored = ds.map_batches(
                 Scorer,
                 fn_constructor_kwargs={
@@ -294,18 +286,15 @@ def run(
                 },  # fmt: skip
                 batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=workers),
-                num_cpus=cpus_each,
+                num_cpus=max(1, cpus // workers) if not address else 1,
             )  # Ray Data restarts a lost actor and retries its partition on its own
-            bar = tqdm(
+            with tqdm(
                 unit="row", desc=f"scoring {model.name}", dynamic_ncols=True,
                 disable=None if progress is None else not progress,  # None: quiet off a terminal
-            )  # fmt: skip
-            with bar:
+            ) as bar:  # fmt: skip
                 try:
                     for row in scored.iter_rows():
-                        report.rows += int(row["rows"])
-                        for kind, n in json.loads(row["refused"]).items():
-                            report.refused[kind] = report.refused.get(kind, 0) + n
+                        report.add(int(row["rows"]), json.loads(row["refused"]))
                         bar.update(int(row["rows"]))
                 except Exception as err:  # why: one line naming the cause, not Ray's wrappers
                     raise JobFailed(_cause(err)) from None
@@ -344,8 +333,6 @@ def start_ray(address: str | None, cpus: int) -> bool:
     path = os.environ.get("PYTHONPATH", "")
     if root not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, path) if p)
-    import logging
-
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     if address:
