@@ -16,7 +16,6 @@ from handlers.service import ModelService, Request
 
 JSON = {"Content-Type": "application/json"}
 RETRY_TRIES = 8
-"""Rounds a retryable refusal is run again before the job fails (see `answer_rows`)."""
 RETRY_DELAY_S, RETRY_MAX_DELAY_S = 0.05, 2.0
 
 
@@ -28,9 +27,8 @@ class StillRefused(RuntimeError):
 def answer_rows(
     service: ModelService, rows: list[dict], batch_size: int, ids: Iterable[Any] | None = None
 ) -> list[dict]:
-    """Each row as a request's JSON body, run in batches of `batch_size` through the service: the
-    answer's row (its typed answer's `to_row`: the served JSON's value, never serialised in
-    between), or a refused row's error body with its `status`.
+    """Each row as a request's JSON body, run in batches of `batch_size` through the service: its
+    answer's row (`to_row`), or a refused row's error body with its `status`.
 
     A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
     neighbours) is never the row's answer: such rows run again, in batches cut to the size the

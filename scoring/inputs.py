@@ -125,9 +125,8 @@ def plan(
 
 
 def _columns(path: Path, fmt: str) -> list[str] | None:
-    """The file's column names: a Parquet file's schema, a CSV file's header, the keys of a JSONL
-    file's first readable object within its first MiB (None when there is none: its rows are
-    then each refused, or scored, on their own)."""
+    """The file's column names (JSONL: its first readable object's keys within its first MiB; None
+    when there is none: its rows are then each refused, or scored, on their own)."""
     try:
         if fmt == "parquet":
             return list(pq.ParquetFile(path).schema_arrow.names)
@@ -184,8 +183,7 @@ def _header(path: Path) -> tuple[list[str], int]:
             if not quoted:
                 break
     try:
-        text = data.decode("utf-8-sig")
-        header = next(csv.reader([text]), [])
+        header = next(csv.reader([data.decode("utf-8-sig")]), [])
     except (UnicodeDecodeError, csv.Error) as err:
         raise ScoringError(f"{path}: unreadable csv header: {_line(err)}") from None
     return header, len(data)
@@ -264,7 +262,6 @@ def id_type(files: list[Path], id_column: str) -> str:
     return "int" if files else "string"
 
 
-INT64 = (-(2**63), 2**63 - 1)
 _INT = re.compile(r"[+-]?[0-9]{1,20}")
 
 
@@ -275,7 +272,7 @@ def as_id(value: Any, kind: str) -> tuple[Any, str | None]:
     if kind == "int":
         if isinstance(value, str) and _INT.fullmatch(value.strip()):
             value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool) and INT64[0] <= value <= INT64[1]:
+        if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
             return value, None
         return None, (
             f"the id {echo(value)} is not an integer in int64's range "
@@ -293,12 +290,10 @@ def as_id(value: Any, kind: str) -> tuple[Any, str | None]:
 
 def read(part: Partition, id_column: str, kind: str = "string") -> tuple[list[Any], list[dict]]:
     """One partition's ids (as the job's id type, `kind`) and rows (each row's other columns: the
-    request's JSON body). A row that cannot be read (not UTF-8, not a JSON object, nested too deep,
-    a CSV record that breaks the format's rules, an id of another type) keeps its place as a row
-    that is refused (`bad_row`, with the reason), with a null id."""
+    request's JSON body). A row that cannot be read, or whose id is not of that type, keeps its
+    place as a row that is refused (`bad_row`, with the reason), with a null id."""
     if part.fmt == "parquet":
-        table = pq.ParquetFile(part.path).read_row_group(part.start)
-        rows = table.to_pylist()
+        rows = pq.ParquetFile(part.path).read_row_group(part.start).to_pylist()
     else:
         with open(part.path, "rb") as f:
             f.seek(part.start)
@@ -325,12 +320,9 @@ def _lines(data: bytes, bom: bool = False) -> list[bytes]:
     return data.split(b"\n")
 
 
-_JSON_SPACE = b" \t\r\n"
-
-
 def _json_row(line: bytes) -> dict | None:
     """One JSONL line → its object, a BAD_ROW row, or None for a blank line."""
-    if not line.strip(_JSON_SPACE):
+    if not line.strip(b" \t\r\n"):  # JSON's whitespace
         return None
     try:
         row = json.loads(line.decode("utf-8"))

@@ -42,7 +42,6 @@ class Scorer:
         self.id_type = id_type
         self.output = open_output(output)
         [self.example] = answer_rows(self.service, [example], 1)
-        """The model's own example answer (to its example request, scoring/plugins.py): its fields are the output's columns (scoring/columns.py)."""
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         out: dict[str, list] = {"rows": [], "refused": []}
@@ -65,6 +64,7 @@ class Scorer:
         """Score one partition unless a part of it is written: its rows and refusals by kind."""
         import pyarrow as pa
 
+        from handlers.rows import answer_rows
         from scoring.columns import answer_schema, to_table
         from scoring.inputs import read
 
@@ -72,7 +72,15 @@ class Scorer:
             ids, rows = read(part, self.id_column, self.id_type)
             id_type = pa.int64() if self.id_type == "int" else pa.string()  # the job's, set once
             schema = answer_schema(self.example, pa.field(self.id_column, id_type))
-            answers = _answers(self.service, rows, self.batch_size, ids)
+            good = [i for i, r in enumerate(rows) if BAD_ROW not in r]  # the rest: refused here
+            answers: list[dict] = [
+                {"error": r.get(BAD_ROW), "kind": "bad_row", "status": 400} for r in rows
+            ]
+            answered = answer_rows(
+                self.service, [rows[i] for i in good], self.batch_size, [ids[i] for i in good]
+            )
+            for i, a in zip(good, answered, strict=True):
+                answers[i] = a
             if self.output.write_part(part.name, to_table(ids, answers, schema)):
                 kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
                 return len(ids), dict(kinds)
@@ -111,20 +119,6 @@ def _cause(err: BaseException) -> str:
             "Ray's session logs have the details"
         )
     return _describe(last)
-
-
-def _answers(service, rows: list[dict], batch_size: int, ids: list) -> list[dict]:
-    """Rows that could not be read are refused in place; the others go through the service."""
-    from handlers.rows import answer_rows
-
-    good = [i for i, r in enumerate(rows) if BAD_ROW not in r]
-    answered = answer_rows(service, [rows[i] for i in good], batch_size, [ids[i] for i in good])
-    answers: list[dict] = [
-        {"error": r.get(BAD_ROW), "kind": "bad_row", "status": 400} for r in rows
-    ]
-    for i, a in zip(good, answered, strict=True):
-        answers[i] = a
-    return answers
 
 
 def _item(value: Any) -> Any:
@@ -197,8 +191,6 @@ def prepare_output(output: Path | str | Output, plan_doc: dict) -> str | None:
 
 
 def _job_key(plan: dict) -> tuple:
-    """What makes a job another one, whatever its inputs hold: the model, the id column (and its
-    type), and which inputs, in order."""
     paths = [i.get("path") if isinstance(i, dict) else i for i in plan.get("inputs", [])]
     return (plan.get("model"), plan.get("sha256"), plan.get("id"), plan.get("id_type"), paths)
 
@@ -252,8 +244,7 @@ def run(
     output = open_output(output)
     report = Report(
         model.name, model.version, model.sha256, model.source,
-        sorted({p.path for p in parts}), str(output), len(parts), workers=workers,
-        cpu=cpu,
+        sorted({p.path for p in parts}), str(output), len(parts), workers=workers, cpu=cpu,
     )  # fmt: skip
     begin = time.perf_counter()
     started = start_ray(address, cpus)
@@ -313,10 +304,8 @@ def run(
 
 
 def _done(output: Output, name: str) -> tuple[int, dict[str, int]]:
-    """A written partition's rows and refusals by kind (its `error` column only is read)."""
     errors = output.errors(name)
-    kinds = Counter(e["kind"] for e in errors if e is not None)
-    return len(errors), dict(kinds)
+    return len(errors), dict(Counter(e["kind"] for e in errors if e is not None))
 
 
 def start_ray(address: str | None, cpus: int) -> bool:

@@ -39,8 +39,7 @@ def resolve(
     name: str, source: str | None, work: Path, download: Callable[[str, Path], tuple[Path, dict]]
 ) -> ModelRef:
     """The model `name` scores with, from `source` (default its local artifacts); a `models:/` URI
-    is fetched with `download` (the MLflow registry's, scoring/plugins.py, which the caller passes
-    in: the version's model folder and its record, a refusal to show as a `ScoringError`)."""
+    is fetched with `download` (scoring/plugins.py's, which the caller passes in)."""
     known(name)
     source = source or str(ROOT / "artifacts" / name)
     if source.startswith("models:/"):
@@ -52,7 +51,6 @@ def resolve(
             raise ScoringError(
                 f"{source}: {str(err).splitlines()[0] if str(err) else err!r}"
             ) from None
-        model_dir = Path(model_dir)
     else:
         path = Path(source)
         if path.suffix == ".mar":

@@ -23,8 +23,6 @@ from typing import Any
 
 from scoring.errors import ScoringError
 
-PARQUET_TYPE = "application/vnd.apache.parquet"
-
 
 def open_output(spec: str | Path | Output) -> Output:
     """`s3://bucket/prefix/` → S3Output, a path → LocalOutput (absolute, so actors find it)."""
@@ -58,8 +56,6 @@ class LocalOutput:
             tmp.unlink()
 
     def names(self) -> set[str]:
-        if not self.path.is_dir():
-            return set()
         return {p.name for p in self.path.glob("part-*.parquet")}
 
     def exists(self, name: str) -> bool:
@@ -157,7 +153,7 @@ class S3Output:
                     Bucket=self.bucket,
                     Key=self.prefix + name,
                     Body=body,
-                    ContentType=PARQUET_TYPE,
+                    ContentType="application/vnd.apache.parquet",
                     Metadata={"sha256": digest.hexdigest()},
                     ChecksumAlgorithm="SHA256",
                     ChecksumSHA256=base64.b64encode(digest.digest()).decode(),

@@ -14,8 +14,7 @@ from scoring.errors import ScoringError
 
 
 def example(name: str) -> dict[str, Any]:
-    """The registered model's example request (one row), whose answer gives the output its columns
-    (scoring/columns.py)."""
+    """The registered model's example request (one row)."""
     from tools import registry
 
     return registry.get(name).example()
@@ -31,9 +30,8 @@ def bench_bodies(name: str, rows: int) -> list[dict[str, Any]]:
 
 
 def download(model_uri: str, dest: Path) -> tuple[Path, dict]:
-    """A registered MLflow version's (`models:/<name>/<version or alias>`) model folder and its
-    record; a registry's refusal (no such version or alias, a file that does not match its sha256
-    tag) is a `ScoringError` saying why."""
+    """A registered version's model folder and its record; a registry's refusal (no such version
+    or alias, a file that does not match its sha256 tag) is a `ScoringError` saying why."""
     from training.registry import RegistryError
     from training.registry import download as fetch
 
