@@ -61,7 +61,7 @@ class Scorer:
         return out
 
     def score(self, part: Partition) -> tuple[int, dict[str, int]]:
-        """Score one partition unless a part of it is written: its rows and refusals by kind."""
+        """Score one partition unless its part is written already: its rows and refusals by kind."""
         import pyarrow as pa
 
         from handlers.rows import answer_rows
