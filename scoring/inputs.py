@@ -1,8 +1,7 @@
 """The corpus: which files, cut into which partitions, and how one partition is read.
 
-Inputs are JSONL (`.jsonl`, `.json`), CSV (`.csv`) or Parquet (`.parquet`, `.pq`) files, a folder
-of them, or the same on S3 (`s3://bucket/key` or `s3://bucket/prefix/`: fetched through the
-project's S3 layer, deploy/s3, and checked against the sha256 an object's metadata promises).
+Inputs are JSONL (`.jsonl`, `.json`, `.ndjson`), CSV (`.csv`) or Parquet (`.parquet`, `.pq`) files,
+a folder of them, or the same on S3 (`s3://bucket/key` or `s3://bucket/prefix/`: `fetch_s3`).
 
 A partition is a Parquet row group, or a byte range of whole lines (JSONL) or records (CSV) of a
 file: the plan depends on the files only, so a re-run cuts the same partitions and skips those

@@ -1,6 +1,6 @@
 """The job: partitions → Ray Data `map_batches` over a pool of actors, each loading the model once
-and writing each partition it scores as one Parquet file (temp name, then rename), so a partition
-is either complete or absent and a re-run of the same command scores only what is missing."""
+and writing each partition it scores as one Parquet part, whole or absent (scoring/outputs.py), so
+a re-run of the same command scores only what is missing."""
 
 from __future__ import annotations
 
@@ -163,8 +163,7 @@ def prepare_output(output: Path | str | Output, plan_doc: dict) -> str | None:
     """The output folder (or S3 prefix) holds this job's partitions only: a re-run of the same job
     resumes, another job's folder is refused. An input is known by its content (sha256), not its
     path or size: when an input changed since (same model, id column and input paths), the parts
-    of its partitions are stale, so they go and are scored afresh (returned: a line saying so).
-    Leftover temp files and the report of an earlier run go."""
+    of its partitions are stale, so they go and are scored afresh (returned: a line saying so)."""
     out = open_output(output)
     out.prepare()
     plan = out.read_json(PLAN_FILE)
