@@ -1,20 +1,14 @@
 """Table rows as requests: the one rule the MLflow PyFunc (training/pyfunc_model.py) and the batch
 scoring engine (scoring/) share, so a row scored offline is answered exactly as the same JSON body
-POSTed to /predictions/<name>.
-
-A row's columns are the request's JSON body (e.g. `text`, `signal`, `image`); rows are cut into
-batches of the archive's `batchSize`, as TorchServe forms them, and each batch runs through
-`ModelService.handle_batch`, limits and work budgets included. A refused row answers its error body
-(`error`, `kind`) with the HTTP `status` it is served with, when the fault is the row's own: a
-retryable refusal (the batch's work budget spent by its neighbours) is retried, as a client of the
-server would, never answered.
-"""
+POSTed to /predictions/<name>: a row's columns are that body (e.g. `text`, `signal`, `image`), run
+through `ModelService.handle_batch` in batches of the archive's `batchSize`, as TorchServe forms
+them, limits and work budgets included (`answer_rows`)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from handlers.errors import KINDS, RequestError, refusal
@@ -22,7 +16,6 @@ from handlers.service import ModelService, Request
 
 JSON = {"Content-Type": "application/json"}
 RETRY_TRIES = 8
-"""Rounds a retryable refusal is run again before the job fails (see `answer_rows`)."""
 RETRY_DELAY_S, RETRY_MAX_DELAY_S = 0.05, 2.0
 
 
@@ -31,37 +24,28 @@ class StillRefused(RuntimeError):
     line), since writing a retryable refusal as a row's answer would keep it for good."""
 
 
-def row_request(row: Mapping[str, Any], id: str | None = None) -> Request:
-    """One table row → the Request its JSON body makes (the only place rows become Requests)."""
-    return Request({k: plain(v) for k, v in row.items()}, JSON, id)
-
-
 def answer_rows(
-    service: ModelService,
-    rows: list[dict],
-    batch_size: int,
-    ids: Iterable[Any] | None = None,
-    tries: int = RETRY_TRIES,
+    service: ModelService, rows: list[dict], batch_size: int, ids: Iterable[Any] | None = None
 ) -> list[dict]:
-    """Each row as a request's JSON body, run in batches of `batch_size` through the service: the
-    answer's row (its typed answer's `to_row`: the served JSON's value, never serialised in
-    between), or a refused row's error body with its `status`.
+    """Each row as a request's JSON body, run in batches of `batch_size` through the service: its
+    answer's row (`to_row`), or a refused row's error body with its `status`.
 
     A refusal the catalogue calls retryable (`overloaded`: the batch's work budget was spent by its
     neighbours) is never the row's answer: such rows run again, in batches cut to the size the
     budget admitted (a batch's first request is always admitted, so a batch of one row within the
     model's limits is answered), with a backoff whenever a round answers none of them. Rows still
-    refused so after `tries` such rounds raise `StillRefused`: a job-level failure."""
+    refused so after `RETRY_TRIES` such rounds raise `StillRefused`: a job-level failure."""
     rids = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(rows)
     answers: list[dict | None] = [None] * len(rows)
     pending, size, delay, stalls = list(range(len(rows))), max(1, batch_size), RETRY_DELAY_S, 0
     while pending:
         retry: list[int] = []
-        batches = 0
-        for start in range(0, len(pending), size):
+        starts = range(0, len(pending), size)
+        for start in starts:
             chunk = pending[start : start + size]
-            batches += 1
-            batch = [row_request(rows[i], rids[i]) for i in chunk]
+            batch = [
+                Request({k: plain(v) for k, v in rows[i].items()}, JSON, rids[i]) for i in chunk
+            ]
             for i, result in zip(chunk, service.handle_batch(batch, to_row), strict=True):
                 if isinstance(result, RequestError) and KINDS[result.kind].retryable:
                     retry.append(i)
@@ -73,16 +57,16 @@ def answer_rows(
         answered = len(pending) - len(retry)
         if retry and not answered:  # nothing admitted even so: smaller batches, and wait
             stalls += 1
-            if stalls >= tries:
+            if stalls >= RETRY_TRIES:
                 raise StillRefused(
-                    f"{len(retry)} row(s) still refused as retryable after {tries} tries "
+                    f"{len(retry)} row(s) still refused as retryable after {RETRY_TRIES} tries "
                     f"(the first: id {rids[retry[0]]})"
                 )
             size = max(1, size // 2)
             time.sleep(delay)
             delay = min(2 * delay, RETRY_MAX_DELAY_S)
         elif retry:  # next round: batches of what the budget admitted per batch
-            size = max(1, min(size, answered // batches))
+            size = max(1, min(size, answered // len(starts)))
         pending = retry
     return [a for a in answers if a is not None]
 
@@ -91,11 +75,8 @@ def plain(value: Any) -> Any:
     """Table cells arrive as numpy arrays / scalars; the codec validates plain JSON values. Lists
     are walked without recursion: a row's value nested deeper than Python's stack is the codec's
     to refuse (that row's error), never the batch's RecursionError here."""
-    value = value.tolist() if hasattr(value, "tolist") else value
-    if not isinstance(value, list):
-        return value
     out: list = []
-    todo = [(value, out)]
+    todo = [([value], out)]
     while todo:
         source, target = todo.pop()
         for item in source:
@@ -105,7 +86,7 @@ def plain(value: Any) -> Any:
                 todo.append((item, target[-1]))
             else:
                 target.append(item)
-    return out
+    return out[0]
 
 
 def to_row(answer: Any) -> Any:

@@ -1,4 +1,2 @@
-"""Offline batch scoring of a corpus on Ray Data, through the same `ModelService` as serving.
-
-`python -m scoring <model> --input FILE|DIR|s3://... --output DIR` (docs/scoring.md).
-"""
+"""Offline batch scoring of a corpus on Ray Data, through the same `ModelService` as serving:
+`python -m scoring` (docs/scoring.md)."""

@@ -8,12 +8,13 @@ import contextlib
 import os
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from scoring.errors import JobFailed, ScoringError
 
 
-def parser() -> argparse.ArgumentParser:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scoring", description=__doc__)
     p.add_argument("model", help="a registered model name (python -m handlers.registry names)")
     p.add_argument(
@@ -44,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
         "with integer ids, else string); an id that is not one is that row's error",
     )
     p.add_argument(
-        "--workers", type=int, default=None, help="Ray actors, each with the model (default: 1)"
+        "--workers", type=int, default=1, help="Ray actors, each with the model (default: 1)"
     )
     p.add_argument(
         "--cpus",
@@ -65,11 +66,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="progress bar (default: only on a terminal)",
     )
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = p.parse_args(argv)
     try:
         return _run(args)
     except ScoringError as err:
@@ -90,25 +87,19 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from scoring import inputs, job, plugins
     from scoring.columns import ERROR, EXTRA
-    from scoring.model import resolve
+    from scoring.model import known, resolve
     from scoring.outputs import open_output
 
-    if args.workers is not None and args.workers < 1 or args.cpus < 1:
+    if args.workers < 1 or args.cpus < 1:
         raise ScoringError("--workers and --cpus must be at least 1")
     if args.id_column in (ERROR, EXTRA):
         raise ScoringError(
             f"--id {args.id_column}: the output has an {args.id_column!r} column of its own; "
             "rename the input's id column"
         )
-    workers = args.workers or 1
     output = open_output(args.output)
     output.check()
-    from handlers import registry
-
-    if args.model not in registry.names():
-        raise ScoringError(
-            f"no registered model {args.model!r}; known: {', '.join(registry.names())}"
-        )
+    known(args.model)
     with tempfile.TemporaryDirectory(prefix="scoring-") as work:
         files: list[Path] = []
         labels: dict[str, str] = {}  # local path → what the plan names (an S3 copy: its URI)
@@ -120,17 +111,16 @@ def _run(args) -> int:
                 files += fetched
             else:
                 files += inputs.local_files(source)
-        files, same_file = inputs.unique_paths(files)
+        files, same_file = inputs.unique(files)
         parts = inputs.plan(files, args.id_column, max(1, int(args.partition_mb * (1 << 20))))
         digests, part_digests = inputs.digests(files, parts)  # what the job is keyed by
         files, parts, part_digests, same_bytes = inputs.unique_contents(
             files, parts, digests, part_digests
         )
         if same_file or same_bytes:
-            said = [f"{_label(a, labels)} (the same file as {_label(b, labels)})"
-                    for a, b in same_file] + [
-                    f"{_label(a, labels)} (the same bytes as {_label(b, labels)})"
-                    for a, b in same_bytes]  # fmt: skip
+            said = [f"{_label(a, labels)} (the same {what} as {_label(b, labels)})"
+                    for what, pairs in (("file", same_file), ("bytes", same_bytes))
+                    for a, b in pairs]  # fmt: skip
             print(f"scoring: {len(said)} duplicate input(s) scored once: {', '.join(said)}",
                   file=sys.stderr)  # fmt: skip
         if not parts:
@@ -147,14 +137,14 @@ def _run(args) -> int:
                 for f in files
             ],
             "partitions": [
-                p.to_dict() | {"path": _label(Path(p.path), labels), "sha256": digest}
+                asdict(p) | {"path": _label(Path(p.path), labels), "sha256": digest}
                 for p, digest in zip(parts, part_digests, strict=True)
             ],
         }
         note = job.prepare_output(output, plan_doc)
         if note:
             print(f"scoring: {note}", file=sys.stderr)
-        report = job.run(model, parts, output, args.id_column, workers, args.cpus,
+        report = job.run(model, parts, output, args.id_column, args.workers, args.cpus,
                          args.address, args.progress, id_type,
                          example=plugins.example(model.name), cpu=plugins.cpu_line())  # fmt: skip
     print(report.line())

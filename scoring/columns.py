@@ -59,7 +59,7 @@ def to_table(ids: Sequence[Any], answers: Sequence[dict], schema: pa.Schema) -> 
     """One output row per (id, answer), in order, cast into `schema`."""
     id_name = schema.field(0).name
     answer_columns = {
-        (f.name[len("answer.") :] if f.name.startswith("answer.") else f.name): f.name
+        f.name.removeprefix("answer."): f.name
         for f in schema
         if f.name not in (id_name, ERROR, EXTRA)
     }

@@ -1,12 +1,11 @@
 """The corpus: which files, cut into which partitions, and how one partition is read.
 
-Inputs are JSONL (`.jsonl`, `.json`), CSV (`.csv`) or Parquet (`.parquet`, `.pq`) files, a folder
-of them, or the same on S3 (`s3://bucket/key` or `s3://bucket/prefix/`: fetched through the
-project's S3 layer, deploy/s3, and checked against the sha256 an object's metadata promises).
+Inputs are JSONL (`.jsonl`, `.json`, `.ndjson`), CSV (`.csv`) or Parquet (`.parquet`, `.pq`) files,
+a folder of them, or the same on S3 (`s3://bucket/key` or `s3://bucket/prefix/`: `fetch_s3`).
 
-A partition is a Parquet row group, or a newline-aligned byte range of a JSONL/CSV file (CSV fields
-with embedded newlines are not supported): the plan depends on the files only, so a re-run cuts the
-same partitions and skips those already written.
+A partition is a Parquet row group, or a byte range of whole lines (JSONL) or records (CSV) of a
+file: the plan depends on the files only, so a re-run cuts the same partitions and skips those
+already written.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,6 @@ class Partition:
     @property
     def name(self) -> str:
         return f"part-{self.index:05d}.parquet"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def input_format(path: Path) -> str:
@@ -127,9 +124,8 @@ def plan(
 
 
 def _columns(path: Path, fmt: str) -> list[str] | None:
-    """The file's column names: a Parquet file's schema, a CSV file's header, the keys of a JSONL
-    file's first readable object within its first MiB (None when there is none: its rows are
-    then each refused, or scored, on their own)."""
+    """The file's column names (JSONL: its first readable object's keys within its first MiB; None
+    when there is none: its rows are then each refused, or scored, on their own)."""
     try:
         if fmt == "parquet":
             return list(pq.ParquetFile(path).schema_arrow.names)
@@ -186,8 +182,7 @@ def _header(path: Path) -> tuple[list[str], int]:
             if not quoted:
                 break
     try:
-        text = data.decode("utf-8-sig")
-        header = next(csv.reader([text]), [])
+        header = next(csv.reader([data.decode("utf-8-sig")]), [])
     except (UnicodeDecodeError, csv.Error) as err:
         raise ScoringError(f"{path}: unreadable csv header: {_line(err)}") from None
     return header, len(data)
@@ -204,12 +199,11 @@ def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], 
     for path in files:
         whole = hashlib.sha256()
         mine = [p for p in parts if p.path == str(path)]
+        ranged = [p for p in mine if p.fmt != "parquet"]
         with open(path, "rb") as f:
-            header = b""
-            if mine and mine[0].fmt == "csv":
-                header = f.read(mine[0].start)
-                whole.update(header)
-            for part in mine if mine and mine[0].fmt != "parquet" else []:
+            header = f.read(ranged[0].start) if ranged else b""  # a CSV file's; JSONL: none
+            whole.update(header)
+            for part in ranged:
                 h = hashlib.sha256(header)
                 left = part.stop - part.start
                 while left > 0 and (block := f.read(min(left, 1 << 20))):
@@ -225,17 +219,19 @@ def digests(files: list[Path], parts: list[Partition]) -> tuple[dict[str, str], 
     return by_file, [by_part[p.index] for p in parts]
 
 
-def unique_paths(files: list[Path]) -> tuple[list[Path], list[tuple[Path, Path]]]:
-    """The files, each once (`a` and `dir/../a`, or a link to `a`, are one file), and the
-    (dropped, kept) pairs."""
-    seen: dict[Path, Path] = {}
+def unique(
+    files: list[Path], key: Callable[[Path], Hashable] = Path.resolve
+) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The files, each the first with its key (by default its real path: `a` and `dir/../a`, or a
+    link to `a`, are one file), and the (dropped, kept) pairs."""
+    seen: dict[Hashable, Path] = {}
     kept, dropped = [], []
     for f in files:
-        real = f.resolve()
-        if real in seen:
-            dropped.append((f, seen[real]))
+        k = key(f)
+        if k in seen:
+            dropped.append((f, seen[k]))
         else:
-            seen[real] = f
+            seen[k] = f
             kept.append(f)
     return kept, dropped
 
@@ -245,14 +241,7 @@ def unique_contents(
 ) -> tuple[list[Path], list[Partition], list[str], list[tuple[Path, Path]]]:
     """The files whose bytes an earlier file does not already hold, their partitions renumbered,
     and the (dropped, kept) pairs."""
-    seen: dict[str, Path] = {}
-    kept, dropped = [], []
-    for f in files:
-        if by_file[str(f)] in seen:
-            dropped.append((f, seen[by_file[str(f)]]))
-        else:
-            seen[by_file[str(f)]] = f
-            kept.append(f)
+    kept, dropped = unique(files, lambda f: by_file[str(f)])
     if not dropped:
         return files, parts, part_digests, []
     keep = {str(f) for f in kept}
@@ -264,16 +253,14 @@ def unique_contents(
 def id_type(files: list[Path], id_column: str) -> str:
     """The job's id type, decided once: "int" when every input is Parquet with an integer id
     column, else "string" (JSONL and CSV have no schema: `--id-type int` asks for integers)."""
-    kinds = set()
     for path in files:
         if input_format(path) != "parquet":
             return "string"
-        kind = pq.ParquetFile(path).schema_arrow.field(id_column).type
-        kinds.add("int" if pa.types.is_integer(kind) else "string")
-    return "int" if kinds == {"int"} else "string"
+        if not pa.types.is_integer(pq.ParquetFile(path).schema_arrow.field(id_column).type):
+            return "string"
+    return "int" if files else "string"
 
 
-INT64 = (-(2**63), 2**63 - 1)
 _INT = re.compile(r"[+-]?[0-9]{1,20}")
 
 
@@ -284,7 +271,7 @@ def as_id(value: Any, kind: str) -> tuple[Any, str | None]:
     if kind == "int":
         if isinstance(value, str) and _INT.fullmatch(value.strip()):
             value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool) and INT64[0] <= value <= INT64[1]:
+        if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
             return value, None
         return None, (
             f"the id {echo(value)} is not an integer in int64's range "
@@ -294,20 +281,15 @@ def as_id(value: Any, kind: str) -> tuple[Any, str | None]:
         return value, None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None, f"the id {echo(value)} is not a string or a number"
-    try:
-        return str(value), None
-    except ValueError:  # an int past Python's 4300-digit str() limit
-        return None, f"the id {echo(value)} is too long"
+    return str(value), None  # json.loads refuses any int str() would (the same digit limit)
 
 
 def read(part: Partition, id_column: str, kind: str = "string") -> tuple[list[Any], list[dict]]:
     """One partition's ids (as the job's id type, `kind`) and rows (each row's other columns: the
-    request's JSON body). A row that cannot be read (not UTF-8, not a JSON object, nested too deep,
-    a CSV record that breaks the format's rules, an id of another type) keeps its place as a row
-    that is refused (`bad_row`, with the reason), with a null id."""
+    request's JSON body). A row that cannot be read, or whose id is not of that type, keeps its
+    place as a row that is refused (`bad_row`, with the reason), with a null id."""
     if part.fmt == "parquet":
-        table = pq.ParquetFile(part.path).read_row_group(part.start)
-        rows = table.to_pylist()
+        rows = pq.ParquetFile(part.path).read_row_group(part.start).to_pylist()
     else:
         with open(part.path, "rb") as f:
             f.seek(part.start)
@@ -334,12 +316,9 @@ def _lines(data: bytes, bom: bool = False) -> list[bytes]:
     return data.split(b"\n")
 
 
-_JSON_SPACE = b" \t\r\n"
-
-
 def _json_row(line: bytes) -> dict | None:
     """One JSONL line → its object, a BAD_ROW row, or None for a blank line."""
-    if not line.strip(_JSON_SPACE):
+    if not line.strip(b" \t\r\n"):  # JSON's whitespace
         return None
     try:
         row = json.loads(line.decode("utf-8"))
@@ -378,7 +357,7 @@ def _csv_row(record: bytes, header: list[str]) -> dict:
     if text.count('"') % 2:
         return {BAD_ROW: "a quoted cell is never closed"}
     try:
-        [cells] = list(csv.reader([text + "\n" if not text.endswith("\r") else text + "\n"]))
+        [cells] = list(csv.reader([text + "\n"]))
     except csv.Error as err:
         why = "a line break (CR) in an unquoted cell" if "new-line" in str(err) else _line(err)
         return {BAD_ROW: f"not CSV: {why}; quote the cell"}

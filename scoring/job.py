@@ -1,10 +1,11 @@
 """The job: partitions → Ray Data `map_batches` over a pool of actors, each loading the model once
-and writing each partition it scores as one Parquet file (temp name, then rename), so a partition
-is either complete or absent and a re-run of the same command scores only what is missing."""
+and writing each partition it scores as one Parquet part, whole or absent (scoring/outputs.py), so
+a re-run of the same command scores only what is missing."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -41,51 +42,49 @@ class Scorer:
         self.id_type = id_type
         self.output = open_output(output)
         [self.example] = answer_rows(self.service, [example], 1)
-        """The model's own example answer (to its example request, scoring/plugins.py): its fields are the output's columns (scoring/columns.py)."""
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
-        out: dict[str, list] = {"index": [], "rows": [], "refused": [], "skipped": []}
+        out: dict[str, list] = {"rows": [], "refused": []}
         for i in range(len(batch["index"])):
             part = Partition(**{k: _item(batch[k][i]) for k in Partition.__dataclass_fields__})
-            rows, refused, skipped = self.score(part)
-            out["index"].append(part.index)
+            try:
+                rows, refused = self.score(part)
+            except Exception as err:  # not a row's: the job's failure, one line (unwrapped by run)
+                where = (
+                    f"{Path(part.path).name} row group {part.start}"
+                    if part.fmt == "parquet"
+                    else f"{Path(part.path).name} bytes {part.start}-{part.stop}"
+                )
+                raise JobFailed(f"{part.name} ({where}): {_describe(err)}") from None
             out["rows"].append(rows)
             out["refused"].append(json.dumps(refused))
-            out["skipped"].append(skipped)
         return out
 
-    def score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
-        """Score one partition; what fails here other than a row is the job's failure, said as
-        one line naming the partition and the cause (`JobFailed`, unwrapped by `run`)."""
-        try:
-            return self._score(part)
-        except Exception as err:
-            where = (
-                f"{Path(part.path).name} row group {part.start}"
-                if part.fmt == "parquet"
-                else f"{Path(part.path).name} bytes {part.start}-{part.stop}"
-            )
-            raise JobFailed(f"{part.name} ({where}): {_describe(err)}") from None
-
-    def _score(self, part: Partition) -> tuple[int, dict[str, int], bool]:
+    def score(self, part: Partition) -> tuple[int, dict[str, int]]:
+        """Score one partition unless its part is written already: its rows and refusals by kind."""
         import pyarrow as pa
 
         from handlers.rows import answer_rows
         from scoring.columns import answer_schema, to_table
         from scoring.inputs import read
 
-        if self.output.exists(part.name):  # written by an earlier try: never scored twice
-            done, kinds = _done(self.output, part.name)
-            return done, kinds, True
-        ids, rows = read(part, self.id_column, self.id_type)
-        id_type = pa.int64() if self.id_type == "int" else pa.string()  # the job's, decided once
-        schema = answer_schema(self.example, pa.field(self.id_column, id_type))
-        answers = _answers(self.service, rows, self.batch_size, ids, answer_rows)
-        if not self.output.write_part(part.name, to_table(ids, answers, schema)):
-            done, kinds = _done(self.output, part.name)  # another try wrote it meanwhile
-            return done, kinds, True
-        kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
-        return len(ids), dict(kinds), False
+        if not self.output.exists(part.name):  # else written by an earlier try: never scored twice
+            ids, rows = read(part, self.id_column, self.id_type)
+            id_type = pa.int64() if self.id_type == "int" else pa.string()  # the job's, set once
+            schema = answer_schema(self.example, pa.field(self.id_column, id_type))
+            good = [i for i, r in enumerate(rows) if BAD_ROW not in r]  # the rest: refused here
+            answers: list[dict] = [
+                {"error": r.get(BAD_ROW), "kind": "bad_row", "status": 400} for r in rows
+            ]
+            answered = answer_rows(
+                self.service, [rows[i] for i in good], self.batch_size, [ids[i] for i in good]
+            )
+            for i, a in zip(good, answered, strict=True):
+                answers[i] = a
+            if self.output.write_part(part.name, to_table(ids, answers, schema)):
+                kinds = Counter(a["kind"] for a in answers if "status" in a and "kind" in a)
+                return len(ids), dict(kinds)
+        return _done(self.output, part.name)  # or another try wrote it meanwhile
 
 
 def _describe(err: BaseException) -> str:
@@ -122,18 +121,6 @@ def _cause(err: BaseException) -> str:
     return _describe(last)
 
 
-def _answers(service, rows: list[dict], batch_size: int, ids: list, answer_rows) -> list[dict]:
-    """Rows that could not be read are refused in place; the others go through the service."""
-    good = [i for i, r in enumerate(rows) if BAD_ROW not in r]
-    answered = answer_rows(service, [rows[i] for i in good], batch_size, [ids[i] for i in good])
-    answers: list[dict] = [
-        {"error": r.get(BAD_ROW), "kind": "bad_row", "status": 400} for r in rows
-    ]
-    for i, a in zip(good, answered, strict=True):
-        answers[i] = a
-    return answers
-
-
 def _item(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
@@ -157,6 +144,11 @@ class Report:
     rows_per_s: float = 0.0
     cpu: str = ""
 
+    def add(self, rows: int, refused: dict[str, int]) -> None:
+        self.rows += rows
+        for kind, n in refused.items():
+            self.refused[kind] = self.refused.get(kind, 0) + n
+
     def line(self) -> str:
         refused = ", ".join(f"{k} {v}" for k, v in sorted(self.refused.items())) or "none"
         return (
@@ -171,8 +163,7 @@ def prepare_output(output: Path | str | Output, plan_doc: dict) -> str | None:
     """The output folder (or S3 prefix) holds this job's partitions only: a re-run of the same job
     resumes, another job's folder is refused. An input is known by its content (sha256), not its
     path or size: when an input changed since (same model, id column and input paths), the parts
-    of its partitions are stale, so they go and are scored afresh (returned: a line saying so).
-    Leftover temp files and the report of an earlier run go."""
+    of its partitions are stale, so they go and are scored afresh (returned: a line saying so)."""
     out = open_output(output)
     out.prepare()
     plan = out.read_json(PLAN_FILE)
@@ -199,8 +190,6 @@ def prepare_output(output: Path | str | Output, plan_doc: dict) -> str | None:
 
 
 def _job_key(plan: dict) -> tuple:
-    """What makes a job another one, whatever its inputs hold: the model, the id column (and its
-    type), and which inputs, in order."""
     paths = [i.get("path") if isinstance(i, dict) else i for i in plan.get("inputs", [])]
     return (plan.get("model"), plan.get("sha256"), plan.get("id"), plan.get("id_type"), paths)
 
@@ -254,15 +243,12 @@ def run(
     output = open_output(output)
     report = Report(
         model.name, model.version, model.sha256, model.source,
-        sorted({p.path for p in parts}), str(output), len(parts), workers=workers,
-        cpu=cpu,
+        sorted({p.path for p in parts}), str(output), len(parts), workers=workers, cpu=cpu,
     )  # fmt: skip
     begin = time.perf_counter()
     started = start_ray(address, cpus)
     report.engine_start_s = time.perf_counter() - begin
     try:
-        import logging
-
         import ray.data
 
         for name in ("ray", "ray.data"):  # our own bar, report and failure line say it
@@ -276,13 +262,9 @@ def run(
         report.skipped_partitions = len(parts) - len(todo)
         for p in parts:
             if p.name in written:
-                rows, kinds = _done(output, p.name)
-                report.rows += rows
-                for kind, n in kinds.items():
-                    report.refused[kind] = report.refused.get(kind, 0) + n
+                report.add(*_done(output, p.name))
         if todo:
-            ds = ray.data.from_items([p.to_dict() for p in todo], override_num_blocks=len(todo))
-            cpus_each = max(1, cpus // workers) if not address else 1
+            ds = ray.data.from_items([asdict(p) for p in todo], override_num_blocks=len(todo))
             scored = ds.map_batches(
                 Scorer,
                 fn_constructor_kwargs={
@@ -294,18 +276,15 @@ def run(
                 },  # fmt: skip
                 batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=workers),
-                num_cpus=cpus_each,
+                num_cpus=max(1, cpus // workers) if not address else 1,
             )  # Ray Data restarts a lost actor and retries its partition on its own
-            bar = tqdm(
+            with tqdm(
                 unit="row", desc=f"scoring {model.name}", dynamic_ncols=True,
                 disable=None if progress is None else not progress,  # None: quiet off a terminal
-            )  # fmt: skip
-            with bar:
+            ) as bar:  # fmt: skip
                 try:
                     for row in scored.iter_rows():
-                        report.rows += int(row["rows"])
-                        for kind, n in json.loads(row["refused"]).items():
-                            report.refused[kind] = report.refused.get(kind, 0) + n
+                        report.add(int(row["rows"]), json.loads(row["refused"]))
                         bar.update(int(row["rows"]))
                 except Exception as err:  # why: one line naming the cause, not Ray's wrappers
                     raise JobFailed(_cause(err)) from None
@@ -324,10 +303,8 @@ def run(
 
 
 def _done(output: Output, name: str) -> tuple[int, dict[str, int]]:
-    """A written partition's rows and refusals by kind (its `error` column only is read)."""
     errors = output.errors(name)
-    kinds = Counter(e["kind"] for e in errors if e is not None)
-    return len(errors), dict(kinds)
+    return len(errors), dict(Counter(e["kind"] for e in errors if e is not None))
 
 
 def start_ray(address: str | None, cpus: int) -> bool:
@@ -344,8 +321,6 @@ def start_ray(address: str | None, cpus: int) -> bool:
     path = os.environ.get("PYTHONPATH", "")
     if root not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, path) if p)
-    import logging
-
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     if address:

@@ -48,10 +48,9 @@ def sample(session: int) -> dict[str, list[int]]:
         with contextlib.suppress(psutil.Error, ProcessLookupError, OSError):
             if os.getsid(p.pid) != session:
                 continue
-            rss = p.memory_info().rss
             cmd = " ".join(p.info["cmdline"] or [])
             role = "driver" if p.pid == session else "actors" if "MapWorker" in cmd else "ray"
-            roles[role].append(rss)
+            roles[role].append(p.memory_info().rss)
     return roles
 
 

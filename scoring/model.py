@@ -15,10 +15,6 @@ from scoring.errors import ScoringError
 
 ROOT = Path(__file__).resolve().parent.parent
 
-Download = Callable[[str, Path], tuple[Path, dict]]
-"""`models:/...` URI, a folder to download into → (the version's model folder, its record); a
-refusal the user should read is a `ScoringError` (scoring/plugins.py's `download`)."""
-
 
 @dataclass(frozen=True)
 class ModelRef:
@@ -34,17 +30,19 @@ class ModelRef:
     its own when it has one (a .mar, a registered version), else handlers/<model>/, as archived."""
 
 
-def resolve(
-    name: str, source: str | None, work: Path, download: Download | None = None
-) -> ModelRef:
-    """The model `name` scores with, from `source` (default its local artifacts); a `models:/` URI
-    is fetched with `download` (the MLflow registry's, which the caller passes in)."""
+def known(name: str) -> None:
     if name not in registry.names():
         raise ScoringError(f"no registered model {name!r}; known: {', '.join(registry.names())}")
+
+
+def resolve(
+    name: str, source: str | None, work: Path, download: Callable[[str, Path], tuple[Path, dict]]
+) -> ModelRef:
+    """The model `name` scores with, from `source` (default its local artifacts); a `models:/` URI
+    is fetched with `download` (scoring/plugins.py's, which the caller passes in)."""
+    known(name)
     source = source or str(ROOT / "artifacts" / name)
     if source.startswith("models:/"):
-        if download is None:
-            raise ScoringError(f"{source}: no model registry to download it from")
         try:
             model_dir, _ = download(source, work / "mlflow")
         except ScoringError:
@@ -53,7 +51,6 @@ def resolve(
             raise ScoringError(
                 f"{source}: {str(err).splitlines()[0] if str(err) else err!r}"
             ) from None
-        model_dir = Path(model_dir)
     else:
         path = Path(source)
         if path.suffix == ".mar":

@@ -19,43 +19,14 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from scoring.errors import ScoringError
-
-PARQUET_TYPE = "application/vnd.apache.parquet"
-
-
-class Output(Protocol):
-    def __str__(self) -> str: ...
-
-    def check(self) -> None:
-        """Fail early on an output that cannot be written (S3: a missing bucket); writes nothing."""
-
-    def prepare(self) -> None:
-        """Make the folder (local) or check the bucket (S3); remove what a killed run left."""
-
-    def names(self) -> set[str]:
-        """The names of the parts written so far (`part-*.parquet`)."""
-
-    def exists(self, name: str) -> bool: ...
-
-    def write_part(self, name: str, table: Any) -> bool:
-        """Write a part; False when it was there already (then it is left as it was)."""
-
-    def errors(self, name: str) -> list[dict | None]:
-        """A written part's `error` column."""
-
-    def read_json(self, name: str) -> dict | None: ...
-
-    def write_json(self, name: str, doc: dict) -> None: ...
-
-    def remove(self, name: str) -> None: ...
 
 
 def open_output(spec: str | Path | Output) -> Output:
     """`s3://bucket/prefix/` → S3Output, a path → LocalOutput (absolute, so actors find it)."""
-    if isinstance(spec, LocalOutput | S3Output):
+    if isinstance(spec, Output):
         return spec
     text = str(spec)
     if text.startswith("s3://"):
@@ -64,37 +35,34 @@ def open_output(spec: str | Path | Output) -> Output:
         if not bucket or not prefix:
             raise ScoringError(f"{text}: want s3://bucket/prefix/ for the output")
         return S3Output(bucket, prefix + "/")
-    return LocalOutput(str(Path(text).resolve()))
+    return LocalOutput(Path(text).resolve())
 
 
 @dataclass(frozen=True)
 class LocalOutput:
-    root: str
+    path: Path
 
     def __str__(self) -> str:
-        return self.root
-
-    @property
-    def path(self) -> Path:
-        return Path(self.root)
+        return str(self.path)
 
     def check(self) -> None:
-        pass  # the folder is made by prepare, once the input and the model are known good
+        """Fail early on an output that cannot be written (S3: a missing bucket); writes nothing."""
+        # a folder is made by prepare, once the input and the model are known good
 
     def prepare(self) -> None:
+        """Make the folder (S3: check the bucket); remove what a killed run left."""
         self.path.mkdir(parents=True, exist_ok=True)
         for tmp in self.path.glob(".part-*.tmp"):
             tmp.unlink()
 
     def names(self) -> set[str]:
-        if not self.path.is_dir():
-            return set()
         return {p.name for p in self.path.glob("part-*.parquet")}
 
     def exists(self, name: str) -> bool:
         return (self.path / name).exists()
 
     def write_part(self, name: str, table: Any) -> bool:
+        """Write a part; False when it was there already (then it is left as it was)."""
         import pyarrow.parquet as pq
 
         final = self.path / name
@@ -153,17 +121,14 @@ class S3Output:
         self.check()  # nothing to clean: a PUT is whole or absent
 
     def names(self) -> set[str]:
-        found: set[str] = set()
         with self._errors():
             pages = self._client.get_paginator("list_objects_v2").paginate(
                 Bucket=self.bucket, Prefix=self.prefix + "part-"
             )
-            for page in pages:
-                for obj in page.get("Contents", []):
-                    name = obj["Key"][len(self.prefix) :]
-                    if "/" not in name and name.endswith(".parquet"):
-                        found.add(name)
-        return found
+            keys = (
+                o["Key"][len(self.prefix) :] for page in pages for o in page.get("Contents", [])
+            )
+            return {name for name in keys if "/" not in name and name.endswith(".parquet")}
 
     def exists(self, name: str) -> bool:
         from deploy.s3.objects import exists
@@ -188,7 +153,7 @@ class S3Output:
                     Bucket=self.bucket,
                     Key=self.prefix + name,
                     Body=body,
-                    ContentType=PARQUET_TYPE,
+                    ContentType="application/vnd.apache.parquet",
                     Metadata={"sha256": digest.hexdigest()},
                     ChecksumAlgorithm="SHA256",
                     ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
@@ -206,8 +171,7 @@ class S3Output:
 
         with self._errors():
             body = self._client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"]
-            data = body.read()
-        table = pq.read_table(pa.BufferReader(data), columns=["error"])
+            table = pq.read_table(pa.BufferReader(body.read()), columns=["error"])
         return table.column("error").to_pylist()
 
     def read_json(self, name: str) -> dict | None:
@@ -226,3 +190,6 @@ class S3Output:
     def remove(self, name: str) -> None:
         with self._errors():
             self._client.delete_object(Bucket=self.bucket, Key=self.prefix + name)
+
+
+Output = LocalOutput | S3Output

@@ -1,13 +1,6 @@
 """What the scoring commands (`python -m scoring`, scoring.bench, scoring.memory) take from the
-project's other layers and hand to the job, the one module of scoring/ that imports them:
-
-- `example`: the model's example request (tools/<model>/samples.py), whose answer gives the
-  output its columns (scoring/columns.py);
-- `download`: a registered MLflow version (`models:/<name>/<version or alias>`) as a local model
-  folder (training/registry.py);
-- `cpu_line`: the CPU a figure came from (training/common/machine.py).
-
-The job itself (scoring/job.py, model.py, inputs.py, outputs.py, columns.py: what each Ray actor
+project's other layers (tools/, training/) and hand to the job, the one module of scoring/ that
+imports them. The job itself (scoring/job.py, model.py, inputs.py, outputs.py, columns.py: what each Ray actor
 loads) imports only the serving core (handlers/) and its own modules (pyproject.toml's
 import-linter contract `scoring`).
 """

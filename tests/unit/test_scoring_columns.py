@@ -159,14 +159,14 @@ def test_an_input_given_twice_is_scored_once_and_said_in_one_line(tmp_path, caps
 
 
 def test_duplicate_inputs_leave_one_partition_each(tmp_path):
-    from scoring.inputs import digests, unique_contents, unique_paths
+    from scoring.inputs import digests, unique, unique_contents
 
     a = tmp_path / "a.jsonl"
     a.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(9)))
     c = tmp_path / "c.jsonl"
     c.write_text('{"id": 99}\n')
     (tmp_path / "b.jsonl").write_bytes(a.read_bytes())
-    files, same = unique_paths([a, tmp_path / "." / "a.jsonl", tmp_path / "b.jsonl", c])
+    files, same = unique([a, tmp_path / "." / "a.jsonl", tmp_path / "b.jsonl", c])
     assert len(files) == 3 and len(same) == 1
     parts = plan(files, "id", partition_bytes=40)
     by_file, by_part = digests(files, parts)
