@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 PREDICTIONS = r"^/(predictions/[^/]+|v2/models/[^/]+(/versions/[^/]+)?/infer)$"
@@ -162,6 +163,17 @@ class Copy:
     def from_line(cls, line: str) -> Copy:
         d = json.loads(line)
         return cls(d["path"], d["content_type"], base64.b64decode(d["body"]), d["at"])
+
+
+def json_bodies(copies: list[Copy]) -> list[Any]:
+    """The copies' bodies that are JSON, parsed (what the judge sends again), in order."""
+    bodies = []
+    for copy in copies:
+        try:
+            bodies.append(json.loads(copy.body))
+        except ValueError:
+            continue
+    return bodies
 
 
 class _Handler(BaseHTTPRequestHandler):
