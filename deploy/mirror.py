@@ -5,7 +5,8 @@ the newest copies for the judge, so a candidate is judged on what clients really
     python -m deploy.mirror record [--host 0.0.0.0] [--port 8097] [--keep 2000] [--keep-mib 256]
     python -m deploy.mirror nginx-config     # a serving pod's nginx config (k8s_config), on stdout
 
-The recorder answers every POST with 204 at once and keeps its path, content type and body (never
+A request carrying the header X-Rollout-Judge (the judge's own, deploy/rollout.py) is passed on
+and not copied. The recorder answers every POST with 204 at once and keeps its path, content type and body (never
 its headers: no client token is kept); `GET /copies?model=M&route=R&n=N` hands out, as JSON lines
 ({"path", "content_type", "at", "body": base64}), the newest N copies of model M's predictions
 (route `predictions`, TorchServe's /predictions/M; `infer`, the Open Inference Protocol's
@@ -43,6 +44,9 @@ _ROUTES = {
     "predictions": re.compile(r"^/predictions/(?P<model>[^/?]+)$"),
     "infer": re.compile(r"^/v2/models/(?P<model>[^/?]+)(/versions/[^/?]+)?/infer$"),
 }
+JUDGE_HEADER = "X-Rollout-Judge"
+"""Marks the judge's own requests, which the mirror does not copy (nginx reads it as
+$http_x_rollout_judge)."""
 PORT = 8097
 """The recorder's port (the rollout component's rollout-recorder Service)."""
 
@@ -78,6 +82,8 @@ http {{
         location / {{ proxy_pass http://door; }}
         location = /_mirror {{
             internal;
+            # The judge's own requests (deploy/rollout.py sends this header) are not copied.
+            if ($http_x_rollout_judge) {{ return 204; }}
             proxy_pass http://recorder$request_uri;
             # The copy keeps no client token: the recorder needs the body only. (A location's
             # proxy_set_header replaces the inherited ones: Connection again, for keepalive.)

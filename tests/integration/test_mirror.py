@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from deploy.mirror import K8S_LISTEN, PORT, Copy, Recorder, k8s_config
+from deploy.rollout import send as rollout_send
 from rehearsal.mirror import Mirror
 from rehearsal.pod import free_port
 
@@ -92,6 +93,18 @@ def test_each_prediction_is_answered_by_the_door_and_copied_once_as_sent(mirror)
     assert [c.body for c in mirror.take(3)] == [b for _, b in sent[-3:]]
     assert [c.body for c in mirror.take(100)] == [b for _, b in sent[:-3]]
     assert mirror.take(5) == [] and mirror.taken == len(sent)
+
+
+def test_the_judges_own_requests_are_answered_and_not_copied(mirror):
+    """deploy/rollout.py `send` marks the judge's requests: through a mirror (the stable and
+    canary Services on Kubernetes) they reach the door and are not copied."""
+    server, url = mirror, mirror.http
+    exchange = rollout_send(url, "tabular", {"i": 1}, token="t")
+    assert exchange.status == 200 and exchange.body["path"] == "/predictions/tabular"
+    requests.post(f"{url}/predictions/tabular", json={"i": 2}, timeout=5)
+    _wait_for(lambda: len(server.copies()) >= 1)
+    time.sleep(0.3)  # nothing else arrives
+    assert [c.body for c in server.copies()] == [b'{"i": 2}']
 
 
 @pytest.mark.parametrize("recorder", ["gone", "never answers"])
