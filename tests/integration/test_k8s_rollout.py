@@ -417,3 +417,21 @@ def test_the_serving_image_carries_nginx_and_the_recorder():
     (install,) = re.findall(r"apt-get install -y --no-install-recommends ([^\\]+)", dockerfile)
     assert "nginx" in install.split()
     assert "COPY --chown=root:root deploy/ /opt/torchserve/app/deploy/" in dockerfile
+
+
+def test_docs_say_how_the_mirror_works_what_it_costs_and_how_to_see_it():
+    doc = (ROOT / "docs/kubernetes.md").read_text()
+    section = doc.split("## Canary rollouts with Argo Rollouts", 1)[1].split("\n## ", 1)[0]
+    for words in (
+        "### Live traffic, mirrored at the door",
+        "k8s/components/rollout/nginx.conf",
+        "python -m deploy.mirror record",
+        "--copies http://rollout-recorder:8097",
+        "--min-copies 20",
+        MIRROR_JUDGE_HEADER,
+        "gRPC is not mirrored",
+        "What it costs",
+        "curl -s localhost:8097/healthz",
+        "mirrored_requests",
+    ):
+        assert words in section, words
