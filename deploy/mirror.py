@@ -3,11 +3,14 @@ door hands every REST prediction to the door as it came and a copy of it to a re
 the newest copies for the judge, so a candidate is judged on what clients really send.
 
     python -m deploy.mirror record [--host 0.0.0.0] [--port 8097] [--keep 2000] [--keep-mib 256]
+        [--token-file TOKENS]
     python -m deploy.mirror nginx-config     # a serving pod's nginx config (k8s_config), on stdout
 
 A request carrying the header X-Rollout-Judge (the judge's own, deploy/rollout.py) is passed on
 and not copied. The recorder answers every POST with 204 at once and keeps its path, content type and body (never
-its headers: no client token is kept); `GET /copies?model=M&route=R&n=N` hands out, as JSON lines
+its headers: no client token is kept), with --token-file only where the request carried one of
+the client tokens (nginx passes the client's Authorization header on with the copy), so what no
+client sent, or a request the door refuses for its token, is no evidence; `GET /copies?model=M&route=R&n=N` hands out, as JSON lines
 ({"path", "content_type", "at", "body": base64}), the newest N copies of model M's predictions
 (route `predictions`, TorchServe's /predictions/M; `infer`, the Open Inference Protocol's
 /v2/models/M/infer) not handed out before, oldest of them first; `GET /healthz` answers how many
@@ -28,6 +31,7 @@ import argparse
 import base64
 import collections
 import contextlib
+import hashlib
 import json
 import re
 import sys
@@ -35,6 +39,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -84,11 +89,9 @@ http {{
             internal;
             # The judge's own requests (deploy/rollout.py sends this header) are not copied.
             if ($http_x_rollout_judge) {{ return 204; }}
+            # With the client's Authorization header: a recorder given the tokens keeps only
+            # copies of requests with one of them (and never the header itself).
             proxy_pass http://recorder$request_uri;
-            # The copy keeps no client token: the recorder needs the body only. (A location's
-            # proxy_set_header replaces the inherited ones: Connection again, for keepalive.)
-            proxy_set_header Authorization "";
-            proxy_set_header Connection "";
             proxy_connect_timeout 200ms;
             proxy_send_timeout 1s;
             proxy_read_timeout 1s;
@@ -189,7 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         size = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(size)
-        self.server.add(Copy(self.path, self.headers.get("Content-Type", ""), body, time.time()))
+        if self.server.tokens.accepts(self.headers.get("Authorization", "")):
+            copy = Copy(self.path, self.headers.get("Content-Type", ""), body, time.time())
+            self.server.add(copy)
         self._answer(204, b"")
 
     def do_GET(self) -> None:  # noqa: N802
@@ -222,14 +227,53 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class Tokens:
+    """The client tokens a copy's request must carry one of (`Authorization: Bearer <token>`), read
+    from `path` (one a line, as the door reads them: docker/proxy.sh) again whenever it changes,
+    so a rotated Secret is followed; no path: every copy is kept."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self.stamp: tuple[int, int] | None = None
+        self.hashes: frozenset[bytes] = frozenset()
+
+    def accepts(self, authorization: str) -> bool:
+        if self.path is None:
+            return True
+        try:
+            stat = self.path.stat()
+            if (stat.st_mtime_ns, stat.st_size) != self.stamp:
+                lines = self.path.read_text().split("\n")
+                tokens = ("".join(x.split()) for x in lines)
+                self.hashes = frozenset(_hash(t) for t in tokens if t)
+                self.stamp = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            pass  # a Secret being replaced: the last tokens read
+        scheme, _, token = authorization.partition(" ")
+        return scheme.lower() == "bearer" and _hash(token.strip()) in self.hashes
+
+
+def _hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
 class Recorder(ThreadingHTTPServer):
-    """The copies' keeper: the newest `keep` copies, at most `keep_bytes` of bodies."""
+    """The copies' keeper: the newest `keep` copies, at most `keep_bytes` of bodies; with
+    `tokens`, only copies of requests that carried a client token (a request the door refuses for
+    its token is no client's)."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], keep: int = 2000, keep_bytes: int = 256 << 20):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        keep: int = 2000,
+        keep_bytes: int = 256 << 20,
+        tokens: Tokens | None = None,
+    ):
         super().__init__(address, _Handler)
         self.keep, self.keep_bytes = keep, keep_bytes
+        self.tokens = tokens or Tokens()
         self.copies: collections.deque[Copy] = collections.deque()
         self.size = 0
         self.taken = 0
@@ -275,12 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--port", type=int, default=PORT)
     r.add_argument("--keep", type=int, default=2000, help="copies kept, the newest")
     r.add_argument("--keep-mib", type=int, default=256, help="MiB of bodies kept, the newest")
+    r.add_argument(
+        "--token-file",
+        type=Path,
+        help="client tokens, one a line: keep only copies of requests with one (the door's file)",
+    )
     sub.add_parser("nginx-config", help="print a serving pod's nginx config (k8s_config)")
     args = p.parse_args(argv)
     if args.command == "nginx-config":
         print(k8s_config(), end="")
         return 0
-    server = Recorder((args.host, args.port), args.keep, args.keep_mib << 20)
+    tokens = Tokens(args.token_file)
+    server = Recorder((args.host, args.port), args.keep, args.keep_mib << 20, tokens)
     print(f"mirror recorder on {args.host}:{args.port}", file=sys.stderr, flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

@@ -328,7 +328,6 @@ def test_clients_rest_is_mirrored_at_each_pods_door_and_the_judge_reads_the_copi
     writable = [m["mountPath"] for m in mirror["volumeMounts"] if "emptyDir" in volumes[m["name"]]]
     assert writable and all(f"{w}/nginx.pid" in config or w in config for w in writable)
     assert "proxy_connect_timeout 200ms;" in config and "proxy_read_timeout 1s;" in config
-    assert 'proxy_set_header Authorization "";' in config
     # Clients' REST through the mirror, gRPC straight to the door; the judge's requests go the
     # clients' way, marked so that the mirror does not copy them (test_mirror.py runs it).
     services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
@@ -368,6 +367,12 @@ def test_clients_rest_is_mirrored_at_each_pods_door_and_the_judge_reads_the_copi
     assert rc["securityContext"]["readOnlyRootFilesystem"] is True
     assert rc["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert {"cpu", "memory"} <= rc["resources"]["limits"].keys()
+    # It keeps copies only of requests with a client token: the door's, from the same Secret.
+    tokens = argv[argv.index("--token-file") + 1]
+    rvolumes = {v["name"]: v for v in rpod["spec"]["volumes"]}
+    (tmount,) = [m for m in rc["volumeMounts"] if tokens.startswith(m["mountPath"] + "/")]
+    assert rvolumes[tmount["name"]]["secret"]["secretName"] == "torchserve-client-tokens"
+    assert {e["name"]: e.get("value") for e in proxy["env"]}["PROXY_TOKENS"] == tokens
     # The judge reads the copies, and needs some: held-out bodies do not stand in for them.
     (answers,) = [
         m

@@ -209,24 +209,16 @@ def test_the_pods_nginx_config_is_the_one_rendered_and_nginx_accepts_it(tmp_path
 
 
 def test_the_recorder_on_its_own_keeps_what_the_pods_nginx_copies(tmp_path):
-    """`python -m deploy.mirror record` behind nginx with the pods' config: the client's answer is
-    the door's, the copy the recorder's, as sent."""
+    """`python -m deploy.mirror record --token-file` behind nginx with the pods' config: the
+    client's answer is the door's; the recorder keeps, as sent, the copies of requests that
+    carried a client token (read again when the file changes), and only those."""
     door = ThreadingHTTPServer(("127.0.0.1", 0), _Door)
     threading.Thread(target=door.serve_forever, daemon=True).start()
     port, listen = free_port(), free_port()
-    recorder = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "deploy.mirror",
-            "record",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text("secret\n other \n")
+    argv = ["record", "--host", "127.0.0.1", "--port", str(port), "--token-file", str(tokens)]
+    recorder = subprocess.Popen([sys.executable, "-m", "deploy.mirror", *argv], cwd=ROOT)
     config = (
         k8s_config()
         .replace("/tmp/nginx", str(tmp_path))
@@ -242,19 +234,24 @@ def test_the_recorder_on_its_own_keeps_what_the_pods_nginx_copies(tmp_path):
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for(lambda: _up(url + "/healthz") and _up(f"http://127.0.0.1:{listen}/"), 15)
-        r = requests.post(
-            f"http://127.0.0.1:{listen}/predictions/sentiment",
-            json={"text": "good"},
-            headers={"Authorization": "Bearer secret"},
-        )
+        # Copies only of requests with a client token: none, a wrong one, then a good one.
+        sent = f"http://127.0.0.1:{listen}/predictions/sentiment"
+        for auth in ("", "Bearer wrong", "Basic secret", "Bearer other"):
+            r = requests.post(sent, json={"text": "bad"}, headers={"Authorization": auth})
+            assert r.json()["door"] is True
+        tokens.write_text("secret\n")  # rotated: "other" no longer counts
+        requests.post(sent, json={"text": "old"}, headers={"Authorization": "Bearer other"})
+        r = requests.post(sent, json={"text": "good"}, headers={"Authorization": "Bearer secret"})
         assert r.json() == {
             "path": "/predictions/sentiment",
             "body": '{"text": "good"}',
             "door": True,
         }
-        _wait_for(lambda: requests.get(f"{url}/healthz").json()["copies"] == 1)
-        (copy,) = _copies(url, model="sentiment", route="predictions", n=5)
-        assert copy.body == b'{"text": "good"}' and copy.content_type == "application/json"
+        _wait_for(lambda: requests.get(f"{url}/healthz").json()["copies"] == 2)
+        time.sleep(0.3)  # nothing else arrives
+        copies = _copies(url, model="sentiment", route="predictions", n=5)
+        assert [c.body for c in copies] == [b'{"text": "bad"}', b'{"text": "good"}']
+        assert {c.content_type for c in copies} == {"application/json"}
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait(timeout=10)
