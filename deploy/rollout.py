@@ -17,8 +17,9 @@ checkout), for a judge that runs where they are not (the serving image: the Argo
 analysis Job reads them from a ConfigMap, docs/kubernetes.md). With --copies, `judge` sends the
 clients' own requests instead: the newest --requests the mirror's recorder (deploy/mirror.py)
 copied for the model and no judgement took before; fewer than --min-copies (default: all of
---requests) fail the judgement, exit 1, whatever --bodies holds, which only tops them up. `make rollout`
-(rehearsal/rollout.py) runs the same comparison at every step of a local shadow and canary rollout.
+--requests) fail the judgement, exit 1, whatever --bodies holds, which only tops them up.
+`make rollout` (rehearsal/rollout.py) runs the same comparison at every step of a local shadow and
+canary rollout.
 """
 
 from __future__ import annotations
@@ -587,7 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--stable", required=True, help="the stable version's REST base URL")
     j.add_argument("--candidate", required=True, help="the candidate's REST base URL")
     j.add_argument("--token-file", type=Path, help="a file whose first line is a client token")
-    j.add_argument("--requests", type=int, default=40, help="held-out payloads to send to both")
+    j.add_argument(
+        "--requests", type=int, default=40, help="requests to send to both (payloads or copies)"
+    )
     j.add_argument("--seed", type=int, default=0)
     j.add_argument("--bodies", type=Path, help="JSON bodies to send, one a line (not payloads)")
     j.add_argument(
