@@ -4,7 +4,8 @@ optionally, checkov.
     python -m deploy.k8s_check [--out build/k8s] [--checkov .venv-checkov/bin/checkov]
 
 First it refreshes k8s/base/config/config.properties from the repository's config.properties (the
-one source; kustomize reads only files inside the kustomization root, so the base holds a copy).
+one source; kustomize reads only files inside the kustomization root, so the base holds a copy)
+and k8s/components/rollout/nginx.conf, the pods' mirror, from deploy/mirror.py.
 Rendering is plain `kubectl kustomize`, as Argo CD, Flux and `kubectl apply -k` do it.
 kubernetes-validate ships its schemas, so validation works offline; strict mode rejects fields a
 schema does not know (a typo in a probe or securityContext would otherwise pass silently). Custom
@@ -28,7 +29,7 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
-from deploy import argo_rollouts, k8s_crds, kuberay
+from deploy import argo_rollouts, k8s_crds, kuberay, mirror
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERLAYS = ROOT / "k8s" / "overlays"
@@ -38,6 +39,8 @@ CONFIG, CONFIG_COPY = (
     ROOT / "config.properties",
     ROOT / "k8s" / "base" / "config" / "config.properties",
 )
+MIRROR_CONFIG = ROOT / "k8s" / "components" / "rollout" / "nginx.conf"
+"""The rollout component's nginx config, rendered by deploy/mirror.py (its one source)."""
 # The oldest Kubernetes still supported by the cloud providers' managed offerings we target, and
 # the newest schema kubernetes-validate ships (it has 1.25 .. 1.37 offline).
 K8S_VERSIONS = ("1.30.0", "1.37.0")
@@ -109,6 +112,16 @@ def sync_config() -> bool:
     if CONFIG_COPY.exists() and CONFIG_COPY.read_bytes() == CONFIG.read_bytes():
         return False
     shutil.copyfile(CONFIG, CONFIG_COPY)
+    return True
+
+
+def sync_mirror_config() -> bool:
+    """Write the serving pods' nginx mirror config (deploy/mirror.py k8s_config) where the rollout
+    component's ConfigMap reads it; True if it changed."""
+    text = mirror.k8s_config()
+    if MIRROR_CONFIG.exists() and MIRROR_CONFIG.read_text() == text:
+        return False
+    MIRROR_CONFIG.write_text(text)
     return True
 
 
@@ -195,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if sync_config():
         print(f"{CONFIG_COPY.relative_to(ROOT)}: refreshed from config.properties (commit it)")
+    if sync_mirror_config():
+        print(f"{MIRROR_CONFIG.relative_to(ROOT)}: refreshed from deploy/mirror.py (commit it)")
     files, failed = [], False
     for overlay in kustomizations():
         rendered = render(overlay)

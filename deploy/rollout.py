@@ -5,7 +5,7 @@ and returns the metrics and a verdict whose reason names the metric, its value a
 
     python -m deploy.rollout judge MODEL --stable URL --candidate URL [--token-file F]
         [--requests 40] [--seed 0] [--bodies FILE.jsonl] [--out verdict.json]
-        [--runtime torchserve|oip]
+        [--runtime torchserve|oip] [--copies URL [--min-copies N]]
     python -m deploy.rollout bodies MODEL [--requests 40] [--seed 0] > MODEL.jsonl
 
 `judge` sends the same requests (the model's held-out load payloads, tools/<model>/samples.py, or
@@ -14,8 +14,12 @@ route, the body as tensors), judges the answers and prints the
 metrics table and the verdict; exit status 0 PASS, 1 FAIL, 2 bad usage. `bodies` writes those
 held-out payloads, one JSON body a line, where the tools and their data are installed (a
 checkout), for a judge that runs where they are not (the serving image: the Argo Rollouts
-analysis Job reads them from a ConfigMap, docs/kubernetes.md). `make rollout`
-(rehearsal/rollout.py) runs the same comparison at every step of a local shadow and canary rollout.
+analysis Job reads them from a ConfigMap, docs/kubernetes.md). With --copies, `judge` sends the
+clients' own requests instead: the newest --requests the mirror's recorder (deploy/mirror.py)
+copied for the model and no judgement took before; fewer than --min-copies (default: all of
+--requests) fail the judgement, exit 1, whatever --bodies holds, which only tops them up.
+`make rollout` (rehearsal/rollout.py) runs the same comparison at every step of a local shadow and
+canary rollout.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import math
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +41,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.mirror import JUDGE_HEADER, Copy, json_bodies
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -480,7 +487,8 @@ def send(
     """POST one JSON body to `url`/predictions/<model> (with runtime "oip": as tensors to
     `url`/v2/models/<model>/infer, the answer read back into rows); status 0 when no answer came
     at all."""
-    headers = {"Content-Type": "application/json"}
+    # The judge's requests are marked: a mirror in front of a version's door does not copy them.
+    headers = {"Content-Type": "application/json", JUDGE_HEADER: "1"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if runtime == "oip":
@@ -547,6 +555,17 @@ def judge_bodies(model: str, n: int, seed: int = 0) -> list[Any]:
     return [draw() for _ in range(n)]
 
 
+def mirrored_bodies(url: str, model: str, n: int, runtime: str, timeout: float = 10) -> list[Any]:
+    """Up to `n` of the newest client requests for `model` the mirror's recorder at `url` holds
+    and no judgement took before (deploy/mirror.py), on the route `runtime` serves, as JSON bodies
+    (a copy that is not JSON is skipped: taken, not sent)."""
+    route = "infer" if runtime == "oip" else "predictions"
+    query = urllib.parse.urlencode({"model": model, "route": route, "n": n})
+    with urllib.request.urlopen(f"{url.rstrip('/')}/copies?{query}", timeout=timeout) as answer:
+        copies = [Copy.from_line(x) for x in answer.read().decode().splitlines() if x.strip()]
+    return json_bodies(copies)
+
+
 def verdict_json(model: str, verdict: Verdict, **extra: Any) -> dict[str, Any]:
     metrics = {k: (None if math.isnan(v) else round(v, 6)) for k, v in verdict.metrics.items()}
     return {
@@ -569,9 +588,22 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--stable", required=True, help="the stable version's REST base URL")
     j.add_argument("--candidate", required=True, help="the candidate's REST base URL")
     j.add_argument("--token-file", type=Path, help="a file whose first line is a client token")
-    j.add_argument("--requests", type=int, default=40, help="held-out payloads to send to both")
+    j.add_argument(
+        "--requests", type=int, default=40, help="requests to send to both (payloads or copies)"
+    )
     j.add_argument("--seed", type=int, default=0)
     j.add_argument("--bodies", type=Path, help="JSON bodies to send, one a line (not payloads)")
+    j.add_argument(
+        "--copies",
+        metavar="URL",
+        help="the mirror's recorder: judge on the newest client requests it copied (deploy/mirror.py)",
+    )
+    j.add_argument(
+        "--min-copies",
+        type=int,
+        help="with --copies: fewer client requests than this fail the judgement; the rest up to "
+        "--requests come from --bodies (default: all of --requests, no top-up)",
+    )
     j.add_argument("--out", type=Path, help="write the verdict and metrics here (JSON)")
     j.add_argument(
         "--runtime", choices=RUNTIMES, default="torchserve", help="what serves both versions"
@@ -591,14 +623,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rollout: {e}", file=sys.stderr)
         return 2
     token = args.token_file.read_text().split()[0] if args.token_file else None
+    bodies: list[Any] = []
     if args.bodies:
         bodies = [json.loads(x) for x in args.bodies.read_text().splitlines() if x.strip()]
-    else:
+    elif not args.copies:
         bodies = judge_bodies(args.model, args.requests, args.seed)
+    mirrored = 0
+    if args.copies:
+        # The clients' own requests first; held-out bodies only top them up, and never stand in
+        # for them: with fewer copies than --min-copies the canary has no evidence to pass on.
+        need = args.requests if args.min_copies is None else args.min_copies
+        try:
+            copies = mirrored_bodies(args.copies, args.model, args.requests, args.runtime)
+            why = ""
+        except (OSError, ValueError) as e:
+            copies, why = [], f" (the recorder at {args.copies}: {e})"
+        mirrored = len(copies)
+        if mirrored < need:
+            reason = f"mirrored_requests {mirrored} not >= {need}: too few client requests{why}"
+            verdict = Verdict(False, reason, {"mirrored_requests": float(mirrored)})
+            return report(verdict, args)
+        bodies = copies + bodies[: args.requests - mirrored]
     if args.runtime == "oip":  # every body as tensors, before anything is sent
         try:
             for body in bodies:
-                oip_request(body, args.model)
+                if not (isinstance(body, dict) and "inputs" in body):  # a copy is in that form
+                    oip_request(body, args.model)
         except ValueError as e:
             print(f"rollout: {args.model} over the OIP: {e}", file=sys.stderr)
             return 2
@@ -606,6 +656,13 @@ def main(argv: list[str] | None = None) -> int:
         args.model, args.stable, args.candidate, bodies, token, runtime=args.runtime
     )
     verdict = analyse(limits, stable, candidate)
+    if args.copies:
+        verdict.metrics["mirrored_requests"] = float(mirrored)
+    return report(verdict, args)
+
+
+def report(verdict: Verdict, args: argparse.Namespace) -> int:
+    """The judgement's table on stdout (and its JSON in --out); the exit status by the verdict."""
     print(table(verdict), end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy import rollout as judge
+from deploy.mirror import json_bodies
 from rehearsal.__main__ import TOKEN, start_locust
 from rehearsal.balancer import BACKENDS, Balancer
 from rehearsal.mirror import Mirror
@@ -203,13 +204,7 @@ class Rollout:
     def mirrored(self, n: int) -> list:
         """Up to `n` of the newest client requests the mirror copied and no step judged yet, as
         the judge sends them (JSON bodies: the REST users' form)."""
-        bodies = []
-        for copy in self.mirror.take(n):
-            try:
-                bodies.append(json.loads(copy.body))
-            except ValueError:
-                continue
-        return bodies
+        return json_bodies(self.mirror.take(n))
 
     def wait_for_clients(self, timeout: float = 120) -> None:
         """Until the Locust users have had a request answered (on a loaded machine Locust takes

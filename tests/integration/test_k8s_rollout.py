@@ -12,6 +12,9 @@ import yaml
 
 from deploy import argo_rollouts
 from deploy.k8s_check import Rendered, render, schema_errors
+from deploy.mirror import JUDGE_HEADER as MIRROR_JUDGE_HEADER
+from deploy.mirror import PORT as MIRROR_PORT
+from deploy.mirror import k8s_config as mirror_k8s_config
 from deploy.rollout import RUNTIMES
 from handlers import registry
 
@@ -284,3 +287,156 @@ def test_docs_say_how_to_install_watch_promote_and_abort():
         HASH,
     ):
         assert command in section, command
+
+
+def _mirror_upstreams(config: str) -> dict[str, str]:
+    return dict(re.findall(r"upstream (\w+) \{ server ([^;]+);", config))
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_clients_rest_is_mirrored_at_each_pods_door_and_the_judge_reads_the_copies(
+    rendered, overlay
+):
+    """An nginx container in front of the door (deploy/mirror.py's config, from the serving
+    image) takes the clients' REST, and the judge's through the stable and canary Services, which
+    it does not copy; the copies go to the rollout-recorder, which the judge reads with --copies,
+    needing at least --min-copies of them."""
+    objects = rendered[overlay].objects
+    spec = one(rendered, overlay, "Deployment")["spec"]["template"]["spec"]
+    by_name = {c["name"]: c for c in spec["containers"]}
+    mirror, serving, proxy = by_name["mirror"], by_name["torchserve"], by_name["proxy"]
+    assert mirror["image"] == serving["image"]
+    assert mirror["command"][0] == "nginx"
+    conf_path = mirror["command"][mirror["command"].index("-c") + 1]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (mount,) = [m for m in mirror["volumeMounts"] if conf_path.startswith(m["mountPath"] + "/")]
+    configmap = volumes[mount["name"]]["configMap"]["name"]
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == configmap]
+    config = cm["data"][conf_path.rsplit("/", 1)[1]]
+    assert config == mirror_k8s_config()
+    ports = {p["name"]: p["containerPort"] for c in spec["containers"] for p in c.get("ports", [])}
+    assert f"listen {ports['mirror']};" in config
+    upstreams = _mirror_upstreams(config)
+    assert upstreams["door"] == f"127.0.0.1:{ports['http']}"  # the door, on loopback
+    # Hardened like the pod's other containers; no client token: the door checks them.
+    sc = mirror["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["runAsNonRoot"] is True and sc["capabilities"]["drop"] == ["ALL"]
+    assert {"cpu", "memory"} <= mirror["resources"]["limits"].keys()
+    assert {"readinessProbe", "livenessProbe"} <= mirror.keys()
+    assert not any("secret" in volumes[m["name"]] for m in mirror["volumeMounts"])
+    writable = [m["mountPath"] for m in mirror["volumeMounts"] if "emptyDir" in volumes[m["name"]]]
+    assert writable and all(f"{w}/nginx.pid" in config or w in config for w in writable)
+    assert "proxy_connect_timeout 200ms;" in config and "proxy_read_timeout 1s;" in config
+    # Clients' REST through the mirror, gRPC straight to the door; the judge's requests go the
+    # clients' way, marked so that the mirror does not copy them (test_mirror.py runs it).
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    targets = {
+        name: {p["name"]: p["targetPort"] for p in s["spec"]["ports"]}
+        for name, s in services.items()
+    }
+    assert targets["torchserve"] == {"http": "mirror", "grpc": "grpc"}
+    canary = one(rendered, overlay, "Rollout")["spec"]["strategy"]["canary"]
+    for name in (canary["stableService"], canary["canaryService"]):
+        assert targets[name] == {"http": "mirror", "grpc": "grpc"}, name
+    assert f"if ($http_{MIRROR_JUDGE_HEADER.lower().replace('-', '_')}) {{ return 204; }}" in config
+    (policy,) = [
+        o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "torchserve"
+    ]
+    assert {p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]} == {
+        "http",
+        "grpc",
+        "metrics",
+        "mirror",
+    }
+    # The recorder: the serving image's `python -m deploy.mirror record`, behind its Service.
+    recorder = one(rendered, overlay, "Deployment", "rollout-recorder")
+    rpod = recorder["spec"]["template"]
+    (rc,) = rpod["spec"]["containers"]
+    assert rc["image"] == serving["image"]
+    argv = rc["command"] + rc["args"]
+    assert argv[:4] == ["python", "-m", "deploy.mirror", "record"]
+    assert int(argv[argv.index("--port") + 1]) == MIRROR_PORT == rc["ports"][0]["containerPort"]
+    rsvc = services["rollout-recorder"]
+    assert rsvc["spec"]["selector"].items() <= rpod["metadata"]["labels"].items()
+    (port,) = rsvc["spec"]["ports"]
+    assert port["targetPort"] == rc["ports"][0]["name"]
+    assert upstreams["recorder"] == f"rollout-recorder:{port['port']}"
+    assert rpod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert rpod["spec"]["automountServiceAccountToken"] is False
+    assert rc["securityContext"]["readOnlyRootFilesystem"] is True
+    assert rc["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert {"cpu", "memory"} <= rc["resources"]["limits"].keys()
+    # It keeps copies only of requests with a client token: the door's, from the same Secret.
+    tokens = argv[argv.index("--token-file") + 1]
+    rvolumes = {v["name"]: v for v in rpod["spec"]["volumes"]}
+    (tmount,) = [m for m in rc["volumeMounts"] if tokens.startswith(m["mountPath"] + "/")]
+    assert rvolumes[tmount["name"]]["secret"]["secretName"] == "torchserve-client-tokens"
+    assert {e["name"]: e.get("value") for e in proxy["env"]}["PROXY_TOKENS"] == tokens
+    # The judge reads the copies, and needs some: held-out bodies do not stand in for them.
+    (answers,) = [
+        m
+        for m in templates(rendered, overlay)["torchserve-canary"]["spec"]["metrics"]
+        if m["name"] == "answers"
+    ]
+    job_pod = answers["provider"]["job"]["spec"]["template"]
+    (judge,) = job_pod["spec"]["containers"]
+    jargv = judge["args"]
+    assert jargv[jargv.index("--copies") + 1] == f"http://rollout-recorder:{port['port']}"
+    assert int(jargv[jargv.index("--min-copies") + 1]) >= 20
+    # Only the serving pods (copies in) and the judge (copies out) reach the recorder.
+    (rpolicy,) = [
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "rollout-recorder"
+    ]
+    assert (
+        rpolicy["spec"]["podSelector"]["matchLabels"].items() <= rpod["metadata"]["labels"].items()
+    )
+    (rule,) = rpolicy["spec"]["ingress"]
+    assert [p["port"] for p in rule["ports"]] == [port["targetPort"]]
+    sources = [f["podSelector"]["matchLabels"] for f in rule["from"]]
+    assert len(sources) == 2 and all(len(f) == 1 for f in rule["from"])
+    serving_labels = one(rendered, overlay, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert any(s.items() <= serving_labels.items() for s in sources)
+    assert any(s.items() <= job_pod["metadata"]["labels"].items() for s in sources)
+    assert not any(s.items() <= rpod["metadata"]["labels"].items() for s in sources)
+    assert proxy["name"] == "proxy"
+
+
+@pytest.mark.parametrize("overlay", ["cpu", "oip"])
+def test_overlays_without_the_rollout_have_no_mirror_or_recorder(overlay):
+    objects = render(overlay).objects
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    names = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert "mirror" not in names
+    (service,) = [
+        o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "torchserve"
+    ]
+    assert {p["targetPort"] for p in service["spec"]["ports"]} == {"http", "grpc"}
+    assert not [o for o in objects if "recorder" in o["metadata"]["name"]]
+
+
+def test_the_serving_image_carries_nginx_and_the_recorder():
+    dockerfile = (ROOT / "docker/Dockerfile.cpu").read_text()
+    (install,) = re.findall(r"apt-get install -y --no-install-recommends ([^\\]+)", dockerfile)
+    assert "nginx" in install.split()
+    assert "COPY --chown=root:root deploy/ /opt/torchserve/app/deploy/" in dockerfile
+
+
+def test_docs_say_how_the_mirror_works_what_it_costs_and_how_to_see_it():
+    doc = (ROOT / "docs/kubernetes.md").read_text()
+    section = doc.split("## Canary rollouts with Argo Rollouts", 1)[1].split("\n## ", 1)[0]
+    for words in (
+        "### Live traffic, mirrored at the door",
+        "k8s/components/rollout/nginx.conf",
+        "python -m deploy.mirror record",
+        "--copies http://rollout-recorder:8097",
+        "--min-copies 20",
+        MIRROR_JUDGE_HEADER,
+        "gRPC is not mirrored",
+        "What it costs",
+        "curl -s localhost:8097/healthz",
+        "mirrored_requests",
+    ):
+        assert words in section, words

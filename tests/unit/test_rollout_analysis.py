@@ -417,3 +417,63 @@ def test_frequency_oip_answers_read_back_into_its_json_answers_components() -> N
     verdict = analyse(limits, [Exchange(200, 0.01, got)], [Exchange(200, 0.01, moved)])
     assert verdict.metrics["component_mad"] == pytest.approx(0.5)
     assert not verdict.passed
+
+
+def test_a_judge_with_copies_judges_on_the_clients_requests_and_fails_on_too_few(
+    tmp_path, capsys
+) -> None:
+    """--copies: the newest client requests the mirror's recorder (deploy/mirror.py) holds for the
+    model, on the route the runtime serves, each taken once; fewer than --min-copies (default: all
+    of --requests) fail the judgement whatever --bodies holds; a recorder that cannot be reached
+    is no evidence either."""
+    from deploy.mirror import Copy, Recorder
+
+    recorder = Recorder(("127.0.0.1", 0)).start()
+    copies = f"http://127.0.0.1:{recorder.server_address[1]}"
+    for i in range(30):
+        recorder.add(Copy("/predictions/tabular", "application/json", b'{"mean radius": 14.0}', i))
+        recorder.add(Copy("/predictions/digits", "application/json", b'{"image": [[0]]}', i))
+        recorder.add(Copy("/v2/models/tabular/infer", "application/json", b'{"inputs": []}', i))
+    recorder.add(Copy("/predictions/tabular", "application/json", b"not json", 31))
+    bodies, token, out = tmp_path / "bodies.jsonl", tmp_path / "tokens", tmp_path / "v.json"
+    bodies.write_text('{"mean radius": 14.0}\n' * 25)
+    token.write_text("t\n")
+    seen: list[str] = []
+    (sa, a), (sb, b) = _door("a", seen), _door("a", seen)
+    judge = ["judge", "tabular", "--stable", a, "--candidate", b, "--token-file", str(token)]
+    judge += ["--copies", copies, "--out", str(out)]
+    try:
+        # The newest 21: one not JSON (skipped), so 20 of the clients' requests, too few for 21.
+        assert rollout.main([*judge, "--requests", "21"]) == 1
+        verdict = json.loads(out.read_text())
+        assert verdict["reason"] == "mirrored_requests 20 not >= 21: too few client requests"
+        for i in range(21):
+            recorder.add(
+                Copy("/predictions/tabular", "application/json", b'{"mean radius": 14.0}', i)
+            )
+        assert rollout.main([*judge, "--requests", "21", "--min-copies", "20"]) == 0
+        verdict = json.loads(out.read_text())
+        assert verdict["passed"] and verdict["metrics"]["mirrored_requests"] == 21
+        assert verdict["metrics"]["requests"] == 21
+        assert recorder.taken == 42 and set(seen) == {"/predictions/tabular"} and len(seen) == 42
+        # 10 tabular predictions left: too few for 25, with or without held-out bodies.
+        for left, extra in ((10, []), (0, ["--bodies", str(bodies)])):
+            assert rollout.main([*judge, "--requests", "25", *extra]) == 1
+            verdict = json.loads(out.read_text())
+            assert verdict["reason"].startswith(f"mirrored_requests {left} not >= 25")
+        recorder.add(Copy("/predictions/tabular", "application/json", b'{"mean radius": 9}', 40))
+        assert rollout.main([*judge, "--requests", "25", "--min-copies", "1", *extra]) == 0
+        verdict = json.loads(out.read_text())
+        assert verdict["metrics"]["mirrored_requests"] == 1 and verdict["metrics"]["requests"] == 25
+        # The other routes' and models' copies are still there for their own judgements.
+        assert recorder.take(100, model="digits") and recorder.take(100, route="infer")
+        recorder.shutdown()
+        recorder.server_close()
+        assert rollout.main([*judge, "--bodies", str(bodies)]) == 1
+        verdict = json.loads(out.read_text())
+        assert verdict["reason"].startswith("mirrored_requests 0 not >= 40: too few client")
+        assert f"the recorder at {copies}" in verdict["reason"]
+    finally:
+        for s in (sa, sb):
+            s.shutdown()
+    capsys.readouterr()
