@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from handlers.frequency.family import SERVED, draw
-from handlers.frequency.ood import min_samples, residual
+from handlers.frequency.ood import residual
 from handlers.frequency.predict import judgement
+from handlers.frequency.stationarity import window_samples
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 from training.frequency.ood import in_family, ood_threshold, residuals
@@ -95,7 +96,7 @@ def test_other_signals_are_flagged(threshold):
 
 
 def test_too_short_or_silent_is_not_judged(threshold):
-    n = min_samples(RATE, FREQS)
+    n = window_samples(RATE, FREQS)
     assert n == 1000
     assert residual(np.ones(n - 1), RATE, FREQS) is None
     assert judge(np.zeros(2000), RATE, FREQS, threshold) == (None, None)
