@@ -336,13 +336,10 @@ def answer_json(
 ) -> dict:
     """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows. `std` None
     (asked without the band): the components carry no `std`."""
-    comps = (
-        [{"frequency": f, "signal": signal[j]} for j, f in enumerate(frequencies)]
-        if std is None
-        else [
-            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
-        ]
-    )
+    comps = [{"frequency": f, "signal": signal[j]} for j, f in enumerate(frequencies)]
+    if std is not None:
+        for j, comp in enumerate(comps):
+            comp["std"] = std[j]
     body: dict = {
         "sample_rate": sample_rate,
         "out_of_distribution": out_of_distribution,

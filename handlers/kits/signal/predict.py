@@ -264,11 +264,3 @@ class SignalPredictor(Predictor[S]):
             "nonstationarity": j.nonstationarity,
             "offset": j.offset,
         }
-
-    def body(self, answer: Extraction) -> dict:
-        """The JSON answer (`Extraction.to_body`)."""
-        return answer.to_body()
-
-    def reply(self, answer: Extraction) -> Reply:
-        """Body, content type and headers of one answer (`Extraction.reply`)."""
-        return answer.reply()
