@@ -57,14 +57,8 @@ class FrequencyEngine:
         s = self.settings
         window, hop = s.window, s.hop
         # Row by row as windowed lays them out: per request, per selector, its windows.
-        banded = np.array(
-            [
-                r.band
-                for r in requests
-                for _ in range(len(r.selectors) * num_windows(r.signal.shape[0], window, hop))
-            ],
-            dtype=bool,
-        )
+        rows = [len(r.selectors) * num_windows(r.signal.shape[0], window, hop) for r in requests]
+        banded = np.repeat(np.array([r.band for r in requests], dtype=bool), rows)
         # The band's factors from sample 0 (the longest banded request's; a shorter one's are
         # their first samples).
         longest = max((r.signal.shape[0] for r in requests if r.band), default=0)
