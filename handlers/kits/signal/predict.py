@@ -238,13 +238,6 @@ class SignalPredictor(Predictor[S]):
         )
 
     def _served(self, req: SignalRequest, state: Any) -> dict:
-        s = self.settings
-        j = self.judge(req.signal, state)
-        return {
-            "sample_rate": s.sample_rate,
-            "model": self.model_info,
-            "residual": j.residual,
-            "out_of_distribution": j.out_of_distribution,
-            "nonstationarity": j.nonstationarity,
-            "offset": j.offset,
-        }
+        """The answer's served sample rate, model block and judgement (Extraction's fields)."""
+        judged = vars(self.judge(req.signal, state))
+        return {"sample_rate": self.settings.sample_rate, "model": self.model_info, **judged}
