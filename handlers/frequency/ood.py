@@ -44,8 +44,7 @@ def residual(signal: np.ndarray, sample_rate: int, frequencies: tuple[float, ...
     if len(bounds) > 1 and n - bounds[-1] < block // 2:
         bounds.pop()  # a short tail joins the block before it
     explained = 0.0
-    for k, lo in enumerate(bounds):
-        hi = bounds[k + 1] if k + 1 < len(bounds) else n
+    for lo, hi in zip(bounds, bounds[1:] + [n], strict=True):
         # The fitted span does not depend on where the block starts (a shifted sine is a sine):
         # one orthonormal basis per block length, and the explained energy is |Q^T y|^2.
         q = _basis(hi - lo, sample_rate, tuple(frequencies))
