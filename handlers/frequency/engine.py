@@ -22,7 +22,7 @@ from handlers.heap import keep_freed_memory
 from handlers.kits.signal.codec import SignalRequest
 from handlers.kits.signal.predict import Components
 from handlers.kits.signal.windowing import num_windows, windowed
-from handlers.runtime import Runtime, core_slots, load_runtime
+from handlers.runtime import core_slots, load_runtime
 from handlers.uncertainty import MLPHead
 
 HANN = 1.0
@@ -35,20 +35,10 @@ class FrequencyEngine:
         s = settings
         keep_freed_memory()  # batch after batch the same MB-sized arrays: no page faults for them
         slots = core_slots(model_dir, s.threads, s.share_cores)
-        self.sequence: Runtime = load_runtime(
-            s.runtime,
-            model_dir,
-            s.sequence.inputs,
-            s.sequence.outputs,
-            device,
-            s.threads,
-            s.sequence.filename,
-            spinning=s.intra_op_spinning,
-            slots=slots,
-        )
-        self.step: Runtime = load_runtime(
-            s.runtime, model_dir, s.step.inputs, s.step.outputs, device, s.threads,
-            s.step.filename, spinning=s.intra_op_spinning, slots=slots,
+        self.sequence, self.step = (
+            load_runtime(s.runtime, model_dir, g.inputs, g.outputs, device, s.threads, g.filename,
+                         spinning=s.intra_op_spinning, slots=slots)
+            for g in (s.sequence, s.step)
         )  # fmt: skip
         self.head = MLPHead.load(Path(model_dir) / s.head_file)
         self.head_weight = self.head.weights[0]
@@ -67,14 +57,8 @@ class FrequencyEngine:
         s = self.settings
         window, hop = s.window, s.hop
         # Row by row as windowed lays them out: per request, per selector, its windows.
-        banded = np.array(
-            [
-                r.band
-                for r in requests
-                for _ in range(len(r.selectors) * num_windows(r.signal.shape[0], window, hop))
-            ],
-            dtype=bool,
-        )
+        rows = [len(r.selectors) * num_windows(r.signal.shape[0], window, hop) for r in requests]
+        banded = np.repeat(np.array([r.band for r in requests], dtype=bool), rows)
         # The band's factors from sample 0 (the longest banded request's; a shorter one's are
         # their first samples).
         longest = max((r.signal.shape[0] for r in requests if r.band), default=0)
@@ -107,7 +91,6 @@ class FrequencyEngine:
             c=zero.copy(),
             frequencies=req.frequencies,
             selectors=req.selectors,
-            acc=np.zeros((len(req.selectors), 2), dtype=np.float32),
             stats=Stats.zero(len(self.settings.frequencies)),
         )
 
@@ -150,16 +133,17 @@ class FrequencyEngine:
                 stepped[i] = (iq[rows], hidden[rows], hn[:, rows].copy(), cn[:, rows].copy())
                 row += f
         results: list = []
-        for i, (_, state) in enumerate(chunks):
+        for i, (req, state) in enumerate(chunks):
             iq, hidden, hn, cn = stepped[i]
             prep = prepared[i][1]
-            req = chunks[i][0]
-            std: np.ndarray | None = None
             if req.band:
-                answer, std = stream_answer(iq, hidden, state.h[-1], prep, self.head_weight,
+                answer, raw = stream_answer(iq, hidden, state.h[-1], prep, self.head_weight,
                                             self.head.dropout)  # fmt: skip
+                # the band calibrated at training (handlers/frequency/settings.BandScale)
+                factors = s.band_factors("stream", state.samples_seen, raw.shape[1])
+                std: np.ndarray | None = (raw * factors).astype(np.float32)
             else:
-                answer = stream_signal(iq, state.h[-1], prep, self.head_weight)
+                answer, std = stream_signal(iq, state.h[-1], prep, self.head_weight), None
             after: Carried = prep[-1]
             stats = state.stats if state.stats is not None else Stats.zero(len(s.frequencies))
             stats = update(stats, req.signal, state.samples_seen, s.sample_rate, s.frequencies)
@@ -173,9 +157,5 @@ class FrequencyEngine:
                 acc=after.acc,
                 stats=stats,
             )
-            if std is not None:  # calibrated
-                std = (std * s.band_factors("stream", state.samples_seen, std.shape[1])).astype(
-                    np.float32
-                )
             results.append((Components(answer.astype(np.float32), std), new))
         return results

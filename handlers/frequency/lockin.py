@@ -51,14 +51,6 @@ def reference(hz, index: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.n
     return np.sin(cycles), np.cos(cycles)
 
 
-def one_hot(selectors, num_frequencies: int, blocks: int) -> np.ndarray:
-    """(R,) selectors → (R, blocks, F) float32."""
-    sel = np.asarray(selectors, dtype=np.int64).reshape(-1)
-    x = np.zeros((sel.shape[0], blocks, num_frequencies), dtype=np.float32)
-    x[np.arange(sel.shape[0]), :, sel] = 1.0
-    return x
-
-
 def block_means(values: np.ndarray, block: int) -> np.ndarray:
     """(R, N) → (R, N / block) twice each block's mean. The sum runs from 0.0 through the block's
     samples in order, the order numpy's mean takes over the block axis of (R, N / block, block, 2)
@@ -74,16 +66,14 @@ def block_means(values: np.ndarray, block: int) -> np.ndarray:
     return total
 
 
-def _features(
-    products_i: np.ndarray, products_q: np.ndarray, selectors, num_frequencies: int, block: int
-) -> np.ndarray:
-    """The I and Q products (R, N) → the LSTM's inputs (R, N / block, 2 + F) float32."""
-    r, n = products_i.shape
-    out = np.zeros((r, n // block, 2 + num_frequencies), dtype=np.float32)
-    out[..., 0] = block_means(products_i, block)
-    out[..., 1] = block_means(products_q, block)
-    sel = np.asarray(selectors, dtype=np.int64).reshape(-1)
-    out[np.arange(r), :, 2 + sel] = 1.0
+def _inputs(i: np.ndarray, q: np.ndarray, selectors, num_frequencies: int) -> np.ndarray:
+    """(R, K) each, twice the block means of the I and Q products → the LSTM's inputs
+    (R, K, 2 + F) float32: those, then the one-hot selector."""
+    r, k = i.shape
+    out = np.zeros((r, k, 2 + num_frequencies), dtype=np.float32)
+    out[..., 0] = i
+    out[..., 1] = q
+    out[np.arange(r), :, 2 + np.asarray(selectors, dtype=np.int64).reshape(-1)] = 1.0
     return out
 
 
@@ -91,13 +81,8 @@ def block_features(products: np.ndarray, selectors, num_frequencies: int, block:
     """(R, N, 2) scaled sample x reference products (N a multiple of `block`) → the LSTM's inputs
     (R, N / block, 2 + F): twice the block means (2I, 2Q plus the beats), then the one-hot
     selector."""
-    return _features(
-        np.ascontiguousarray(products[..., 0]),
-        np.ascontiguousarray(products[..., 1]),
-        selectors,
-        num_frequencies,
-        block,
-    )
+    i, q = (block_means(np.ascontiguousarray(products[..., k]), block) for k in (0, 1))
+    return _inputs(i, q, selectors, num_frequencies)
 
 
 def _rows(array: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -144,19 +129,17 @@ def window_inputs(
     distinct, row_of = np.unique(hz, return_inverse=True)
     sin_d, cos_d = _oscillators(tuple(distinct.tolist()), w, sample_rate)
     sin, cos = _rows(sin_d, row_of.reshape(-1)), _rows(cos_d, row_of.reshape(-1))
-    features = _features(x * sin, x * cos, selectors, len(frequencies), block)
+    features = _inputs(block_means(x * sin, block), block_means(x * cos, block), selectors,
+                       len(frequencies))  # fmt: skip
     return features, scale, sin, cos
 
 
 def compose(iq: np.ndarray, sin: np.ndarray, cos: np.ndarray, block: int) -> np.ndarray:
-    """(R, NB, 2) per-block (I, Q) → (R, NB * block) I*sin + Q*cos at each sample's phase."""
+    """(R, NB, 2) per-block (I, Q) → (R, NB * block) I*sin + Q*cos at each sample's phase, each
+    block's (I, Q) broadcast over its samples."""
     r, nb = iq.shape[:2]
-    n = sin.shape[-1]
-    if n == nb * block:  # each block's (I, Q) broadcast over its samples: the same products
-        s3, c3 = sin.reshape(r, nb, block), cos.reshape(r, nb, block)
-        return (iq[:, :, 0:1] * s3 + iq[:, :, 1:2] * c3).reshape(r, n)
-    rep = np.repeat(iq, block, axis=1)
-    return rep[:, :n, 0] * sin + rep[:, :n, 1] * cos
+    s3, c3 = sin.reshape(r, nb, block), cos.reshape(r, nb, block)
+    return (iq[:, :, 0:1] * s3 + iq[:, :, 1:2] * c3).reshape(r, nb * block)
 
 
 def band_terms(hidden: np.ndarray, weight: np.ndarray, dropout: float) -> np.ndarray:
@@ -172,30 +155,16 @@ def band_terms(hidden: np.ndarray, weight: np.ndarray, dropout: float) -> np.nda
 
 
 def band(terms: np.ndarray, sin: np.ndarray, cos: np.ndarray, block: int) -> np.ndarray:
-    """(R, NB, 3) band terms → (R, N) std at each sample's phase."""
+    """(R, NB, 3) band terms → (R, NB * block) std at each sample's phase, each block's terms
+    broadcast over its samples."""
     r, nb = terms.shape[:2]
-    n = sin.shape[-1]
-    if n == nb * block:  # each block's terms broadcast over its samples: the same products
-        s, c = sin.reshape(r, nb, block), cos.reshape(r, nb, block)
-        a, b2, cc = terms[:, :, 0:1], 2 * terms[:, :, 1:2], terms[:, :, 2:3]
-        var = a * s * s
-        var += b2 * s * c
-        var += cc * c * c
-        np.maximum(var, 0.0, out=var)
-        return np.sqrt(var, out=var).reshape(r, n)
-    rep = np.repeat(terms, block, axis=1)[:, :n]
-    var = rep[..., 0] * sin * sin + 2 * rep[..., 1] * sin * cos + rep[..., 2] * cos * cos
-    return np.sqrt(np.maximum(var, 0.0))
-
-
-def _blend_weights(lengths: np.ndarray, window: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """How much the forward and the backward pass over windows of `lengths` (R,) real samples are
-    trusted at each of their `window` positions: the square of the blocks each has read,
-    (R, window) each."""
-    pos = np.arange(window)
-    fwd = (pos // block + 1).astype(np.float64)
-    back = ((np.maximum(lengths[:, None] - 1 - pos, 0)) // block + 1).astype(np.float64)
-    return np.broadcast_to(fwd * fwd, back.shape), back * back
+    s, c = sin.reshape(r, nb, block), cos.reshape(r, nb, block)
+    a, b2, cc = terms[:, :, 0:1], 2 * terms[:, :, 1:2], terms[:, :, 2:3]
+    var = a * s * s
+    var += b2 * s * c
+    var += cc * c * c
+    np.maximum(var, 0.0, out=var)
+    return np.sqrt(var, out=var).reshape(r, nb * block)
 
 
 def reverse_rows(windows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -242,7 +211,7 @@ def read_windows(
     sel = np.concatenate([np.asarray(selectors), np.asarray(selectors)])
     x, scale, sin, cos = window_inputs(both, lens, sel, frequencies, sample_rate, block,
                                        np.concatenate([src, src + u]))  # fmt: skip
-    lengths = np.asarray(lengths)[src]
+    lengths = np.asarray(lengths, dtype=np.int64)[src]
     iq, hidden = run(x)
     out = compose(iq, sin, cos, block) * scale
     rows = np.ones(r, dtype=bool) if banded is None else np.asarray(banded, dtype=bool)
@@ -258,7 +227,11 @@ def read_windows(
         )  # fmt: skip
     fwd, back = out[:r], reverse_rows(out[r:], lengths)
     fwd_std, back_std = std[:r], reverse_rows(std[r:], lengths)
-    wf, wb = _blend_weights(np.asarray(lengths, dtype=np.int64), w, block)
+    # How much each pass is trusted at each position: the square of the blocks it has read.
+    pos = np.arange(w)
+    read_fwd = (pos // block + 1).astype(np.float64)
+    read_back = (np.maximum(lengths[:, None] - 1 - pos, 0) // block + 1).astype(np.float64)
+    wf, wb = np.broadcast_to(read_fwd * read_fwd, read_back.shape), read_back * read_back
     total = wf + wb
     answer = (fwd * wf + back * wb) / total
     spread = np.zeros((r, w))
@@ -309,13 +282,8 @@ def stream_chunk(
     else:
         sums = np.zeros((f, 0, 2))
         new_acc = acc + (cs[:, -1] if n else 0.0)
-    feats = np.concatenate(
-        [
-            (sums * (2.0 / block)).astype(np.float32),
-            one_hot(selectors, len(frequencies), ends.size),
-        ],
-        axis=-1,
-    )
+    feats = _inputs(sums[..., 0] * (2.0 / block), sums[..., 1] * (2.0 / block), selectors,
+                    len(frequencies))  # fmt: skip
     which = (pos + np.arange(n)) // block  # 0: the output held from before the chunk
     carried_after = Carried(
         carried.seen + n,

@@ -22,21 +22,19 @@ import functools
 
 import numpy as np
 
+from handlers.frequency.stationarity import window_samples
+
 BLOCK_PERIODS = 2
 """Block length in periods of the lowest served frequency (2 s at 1 Hz)."""
 
 
-def min_samples(sample_rate: int, frequencies: tuple[float, ...]) -> int:
-    """The shortest signal judged: one period of the lowest frequency."""
-    return max(int(round(sample_rate / min(frequencies))), 1)
-
-
 def residual(signal: np.ndarray, sample_rate: int, frequencies: tuple[float, ...]) -> float | None:
     """Share of `signal`'s energy outside the served frequencies, in [0, 1]; None when the signal
-    is too short to tell (`min_samples`) or all zeros."""
+    is too short to tell (under one period of the lowest frequency: `window_samples`) or all
+    zeros."""
     x = np.asarray(signal, dtype=np.float64)
     n = x.shape[0]
-    if n < min_samples(sample_rate, frequencies):
+    if n < window_samples(sample_rate, frequencies):
         return None
     energy = float(x @ x)
     if not energy > 0.0 or not np.isfinite(energy):
@@ -46,8 +44,7 @@ def residual(signal: np.ndarray, sample_rate: int, frequencies: tuple[float, ...
     if len(bounds) > 1 and n - bounds[-1] < block // 2:
         bounds.pop()  # a short tail joins the block before it
     explained = 0.0
-    for k, lo in enumerate(bounds):
-        hi = bounds[k + 1] if k + 1 < len(bounds) else n
+    for lo, hi in zip(bounds, bounds[1:] + [n], strict=True):
         # The fitted span does not depend on where the block starts (a shifted sine is a sine):
         # one orthonormal basis per block length, and the explained energy is |Q^T y|^2.
         q = _basis(hi - lo, sample_rate, tuple(frequencies))

@@ -107,21 +107,12 @@ class FrequencyExport:
     (training/frequency/quality.py). None (an export from before): 1."""
 
     def to_block(self) -> dict[str, Any]:
-        return {
-            "window": self.window,
-            "block": self.block,
-            "sample_rate": self.sample_rate,
-            "frequencies": list(self.frequencies),
-            "hidden": self.hidden,
-            "layers": self.layers,
-            "sequence": self.sequence.to_block(),
-            "step": self.step.to_block(),
-            "head": self.head,
-            "ood_threshold": self.ood_threshold,
-            "nonstationarity_threshold": self.nonstationarity_threshold,
-            "offset_threshold": self.offset_threshold,
-            "band_scale": None if self.band_scale is None else self.band_scale.to_block(),
-        }
+        block: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        block["frequencies"] = list(self.frequencies)
+        for key in ("sequence", "step", "band_scale"):
+            if block[key] is not None:
+                block[key] = block[key].to_block()
+        return block
 
     @classmethod
     def from_block(cls, block: dict) -> FrequencyExport:

@@ -108,10 +108,6 @@ class StateCodec:
         """The longest valid token: anything longer is refused before it is decoded."""
         return self.envelope.max_chars
 
-    @property
-    def version(self) -> str:
-        return self.envelope.version
-
     def encode(self, state: StreamState) -> str:
         s = state
         head = _SHAPE.pack(self.layers, self.hidden, len(s.selectors), s.samples_seen, s.energy,

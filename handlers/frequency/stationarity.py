@@ -189,14 +189,12 @@ def measures(stats: Stats, sample_rate: int, frequencies: tuple[float, ...]) -> 
         # per component (I and Q together; the constant alone), less what the noise alone
         # spreads it: its chi-square expectation plus NOISE_SIGMAS of its standard deviations.
         spread = np.maximum(stats.squares - k * mean * mean, 0.0)
-        num_pairs = num_f
-        change = np.append(spread[:-1].reshape(num_pairs, 2).sum(axis=1), 2.0 * spread[-1])
-        var = np.append(coef_var[:-1].reshape(num_pairs, 2).mean(axis=1), 2.0 * coef_var[-1])
-        spread_dof = np.append(np.full(num_pairs, 2.0 * (k - 1)), float(k - 1))
+        change = np.append(spread[:-1].reshape(num_f, 2).sum(axis=1), 2.0 * spread[-1])
+        var = np.append(coef_var[:-1].reshape(num_f, 2).mean(axis=1), 2.0 * coef_var[-1])
+        spread_dof = np.append(np.full(num_f, 2.0 * (k - 1)), float(k - 1))
         change = change - var * (spread_dof + NOISE_SIGMAS * np.sqrt(2.0 * spread_dof))
         # A sinusoid's I^2 + Q^2 is twice its mean square; the constant's is doubled to match.
-        own = np.append(stats.squares[:-1].reshape(num_pairs, 2).sum(axis=1),
-                        2.0 * stats.squares[-1])  # fmt: skip
+        own = np.append(stats.squares[:-1].reshape(num_f, 2).sum(axis=1), 2.0 * stats.squares[-1])
         floor = FAINT_SHARE * k * 2.0 * stats.energy / total
         nonstat = float(np.clip(np.max(change / (own + floor)), 0.0, 1.0))
     return Measures(

@@ -16,6 +16,7 @@ from clients.kits import signal as fclient
 from clients.kits import text as sclient
 from handlers import codec as shared_codec
 from handlers.kits.signal import codec as fcodec
+from handlers.kits.signal.predict import Components, Extraction
 from handlers.kits.text import codec as scodec
 from handlers.kits.text.codec import Classification
 from handlers.sentiment.model import SentimentModel
@@ -78,18 +79,16 @@ def test_frequency_answer_encoded_by_the_server_decodes_to_the_same_answer(
     signal = signal.reshape(f, n)
     seen = n if state else None
     std = std if band else None  # asked without the band: the signals alone
+    answer = Extraction(tuple(frequencies), Components(signal, std), None, state, seen,
+                        sample_rate=1000, model={"name": "m", "version": "v"})  # fmt: skip
     if float32:
-        body, headers = fcodec.answer_float32(
-            tuple(frequencies), signal, std, 1000, "v", state, seen
-        )
+        body, headers = fcodec.answer_float32(answer)
         got = fclient.decode_answer(body, headers)
         assert got.model_version == "v"
         assert len(body) == 4 * f * n * (2 if band else 1)
         assert headers["X-Layout"] == (fcodec.LAYOUT if band else fcodec.LAYOUT_SIGNAL)
     else:
-        body = fcodec.answer_json(
-            tuple(frequencies), signal, std, 1000, {"name": "m", "version": "v"}, state, seen
-        )
+        body = fcodec.answer_json(answer)
         sent = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         assert all(("std" in c) == band for c in body["components"])
         got = fclient.decode_answer(orjson.loads(sent), fcodec.stream_headers(state, seen))

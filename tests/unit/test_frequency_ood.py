@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from handlers.frequency.family import SERVED, draw
-from handlers.frequency.ood import min_samples, residual
+from handlers.frequency.ood import residual
 from handlers.frequency.predict import judgement
+from handlers.frequency.stationarity import window_samples
+from handlers.kits.signal.predict import Components, Extraction
 from training.frequency.config import CONFIGS
 from training.frequency.data import make_signal
 from training.frequency.ood import in_family, ood_threshold, residuals
@@ -95,7 +97,7 @@ def test_other_signals_are_flagged(threshold):
 
 
 def test_too_short_or_silent_is_not_judged(threshold):
-    n = min_samples(RATE, FREQS)
+    n = window_samples(RATE, FREQS)
     assert n == 1000
     assert residual(np.ones(n - 1), RATE, FREQS) is None
     assert judge(np.zeros(2000), RATE, FREQS, threshold) == (None, None)
@@ -105,17 +107,26 @@ def test_too_short_or_silent_is_not_judged(threshold):
     assert res is not None and flag is None
 
 
+def answer(*figures) -> Extraction:
+    """A one-frequency answer of zeros with these judgement figures (flag, residual,
+    nonstationarity, offset)."""
+    flag, res, nonstationarity, offset = (*figures, None, None)[:4]
+    sig = np.zeros((1, 3), np.float32)
+    return Extraction((1.0,), Components(sig, sig), None, sample_rate=1000, model={"version": "v"},
+                      residual=res, out_of_distribution=flag, nonstationarity=nonstationarity,
+                      offset=offset)  # fmt: skip
+
+
 def test_float32_answer_headers_decode_to_the_json_fields():
     from clients.kits.signal import decode_answer
     from handlers.kits.signal import codec
 
-    sig = np.zeros((1, 3), np.float32)
     for flag, res in ((True, 0.987654321), (False, 0.0123), (None, None)):
-        data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, flag, res)
+        data, headers = codec.answer_float32(answer(flag, res))
         got = decode_answer(data, headers)
         assert got.out_of_distribution is flag
         assert got.residual == (None if res is None else pytest.approx(res, rel=1e-5))
-        body = codec.answer_json((1.0,), sig, sig, 1000, {}, None, None, flag, res)
+        body = codec.answer_json(answer(flag, res))
         assert body["out_of_distribution"] is flag and body["residual"] == res
 
 
@@ -126,18 +137,17 @@ def test_the_judgement_figures_reach_every_answer_form():
     from handlers.kits.signal import codec
     from tests.support import wire
 
-    sig = np.zeros((1, 3), np.float32)
     figures = (True, 0.25, 0.125, 0.0625)  # flag, residual, nonstationarity, offset
-    data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, *figures)
+    data, headers = codec.answer_float32(answer(*figures))
     assert headers["X-Nonstationarity"] == "0.125" and headers["X-Offset"] == "0.0625"
     got = decode_answer(data, headers)
     assert (got.out_of_distribution, got.residual, got.nonstationarity, got.offset) == figures
-    body = codec.answer_json((1.0,), sig, sig, 1000, {}, None, None, *figures)
+    body = codec.answer_json(answer(*figures))
     assert (body["nonstationarity"], body["offset"]) == (0.125, 0.0625)
     outputs = {o.name: o for o in wire.signal_answer(Reply(data, codec.FLOAT32, headers))}
     assert outputs["nonstationarity"].data.tolist() == [0.125]
     assert outputs["offset"].data.tolist() == [0.0625]
-    data, headers = codec.answer_float32((1.0,), sig, sig, 1000, "v", None, None, None, None)
+    data, headers = codec.answer_float32(answer(None, None))
     assert headers["X-Nonstationarity"] == "null" == headers["X-Offset"]
     outputs = {o.name: o for o in wire.signal_answer(Reply(data, codec.FLOAT32, headers))}
     assert "nonstationarity" not in outputs and "offset" not in outputs

@@ -35,10 +35,11 @@ import numpy as np
 
 from handlers import codec
 from handlers.codec import request_header
-from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, echo
+from handlers.errors import BadEncoding, BadField, EmptyInput, TooLarge, echo, header_value
 from handlers.kits.signal.settings import SignalSettings
 
 if TYPE_CHECKING:
+    from handlers.kits.signal.predict import Extraction
     from handlers.service import Request
 
 FLOAT32 = "application/octet-stream"
@@ -186,13 +187,11 @@ def _priced(samples: int, settings: SignalSettings) -> None:
         raise TooLarge(f"'signal' has {samples} samples; the limit is {settings.max_samples}")
 
 
-def _checked_signal(signal: np.ndarray, settings: SignalSettings) -> np.ndarray:
+def _checked_signal(signal: np.ndarray) -> np.ndarray:
     if signal.ndim != 1:
         raise BadField("'signal' must be a flat array of samples")
     if signal.size == 0:
         raise EmptyInput("'signal' is empty")
-    if signal.size > settings.max_samples:
-        raise TooLarge(f"'signal' has {signal.size} samples; the limit is {settings.max_samples}")
     if not np.isfinite(signal).all():
         raise BadField("'signal' contains NaN or infinite values")
     if np.abs(signal).max() > np.finfo(np.float32).max:
@@ -261,7 +260,7 @@ class SignalInput:
         freqs, selectors = _frequencies(self.frequencies, settings)
         start, state = _stream_fields(True if self.start else None, self.state)
         return SignalRequest(
-            _checked_signal(signal, settings), rate, freqs, selectors,
+            _checked_signal(signal), rate, freqs, selectors,
             start, state, self.frequencies is not None, True, self.band,
         )  # fmt: skip
 
@@ -284,7 +283,7 @@ def decode_request(request: Request, settings: SignalSettings) -> SignalRequest:
         freqs, selectors = _frequencies(named, settings)
         start, state = _binary_stream(request)
         return SignalRequest(
-            _checked_signal(signal, settings), rate, freqs, selectors,
+            _checked_signal(signal), rate, freqs, selectors,
             start, state, named is not None, binary, _binary_band(request),
         )  # fmt: skip
     # A text body is JSON sent as text/plain (curl's default); this model reads no prose.
@@ -301,7 +300,7 @@ def decode_request(request: Request, settings: SignalSettings) -> SignalRequest:
     start, state = _stream_fields(body.get("stream"), body.get("state"))
     band = _band(body.get("band"))
     return SignalRequest(
-        _checked_signal(signal, settings), rate, freqs, selectors,
+        _checked_signal(signal), rate, freqs, selectors,
         start, state, body.get("frequencies") is not None, binary, band,
     )  # fmt: skip
 
@@ -321,73 +320,48 @@ def stream_headers(state: str | None, samples_seen: int | None) -> dict[str, str
     return {STATE_HEADER: state, SAMPLES_SEEN_HEADER: str(samples_seen)}
 
 
-def answer_json(
-    frequencies: tuple[float, ...],
-    signal: np.ndarray,
-    std: np.ndarray | None,
-    sample_rate: int,
-    model: dict,
-    state: str | None = None,
-    samples_seen: int | None = None,
-    out_of_distribution: bool | None = None,
-    residual: float | None = None,
-    nonstationarity: float | None = None,
-    offset: float | None = None,
-) -> dict:
-    """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows. `std` None
-    (asked without the band): the components carry no `std`."""
-    comps = (
-        [{"frequency": f, "signal": signal[j]} for j, f in enumerate(frequencies)]
-        if std is None
-        else [
-            {"frequency": f, "signal": signal[j], "std": std[j]} for j, f in enumerate(frequencies)
-        ]
-    )
+def answer_json(answer: Extraction) -> dict:
+    """The JSON answer (docs/clients.md); the sample arrays stay float32 numpy rows. Asked without
+    the band (`std` None), the components carry no `std`."""
+    a, signal, std = answer, answer.components.signal, answer.components.std
+    comps = [{"frequency": f, "signal": signal[j]} for j, f in enumerate(a.frequencies)]
+    if std is not None:
+        for j, comp in enumerate(comps):
+            comp["std"] = std[j]
     body: dict = {
-        "sample_rate": sample_rate,
-        "out_of_distribution": out_of_distribution,
-        "residual": residual,
-        "nonstationarity": nonstationarity,
-        "offset": offset,
+        "sample_rate": a.sample_rate,
+        "out_of_distribution": a.out_of_distribution,
+        "residual": a.residual,
+        "nonstationarity": a.nonstationarity,
+        "offset": a.offset,
         "components": comps,
-        "model": dict(model),
+        "model": dict(a.model),
     }
-    if state is not None:
-        body["state"] = state
-        body["samples_seen"] = samples_seen
+    if a.state is not None:
+        body["state"] = a.state
+        body["samples_seen"] = a.samples_seen
     return body
 
 
-def answer_float32(
-    frequencies: tuple[float, ...],
-    signal: np.ndarray,
-    std: np.ndarray | None,
-    sample_rate: int,
-    version: str,
-    state: str | None = None,
-    samples_seen: int | None = None,
-    out_of_distribution: bool | None = None,
-    residual: float | None = None,
-    nonstationarity: float | None = None,
-    offset: float | None = None,
-) -> tuple[bytes, dict[str, str]]:
+def answer_float32(answer: Extraction) -> tuple[bytes, dict[str, str]]:
     """The float32 answer: (2, F, N) little-endian, the signals then the std bands, one row per
-    frequency in X-Frequencies order; its headers describe the layout. `std` None (asked without
-    the band): (1, F, N), the signals alone. `version` must already be a safe header value."""
-    planes = [signal] if std is None else [signal, std]
-    data = np.stack(planes).astype("<f4", copy=False)
+    frequency in X-Frequencies order; its headers describe the layout. Asked without the band
+    (`std` None): (1, F, N), the signals alone."""
+    a, signal, std = answer, answer.components.signal, answer.components.std
+    data = np.stack([signal] if std is None else [signal, std]).astype("<f4", copy=False)
+    ood = a.out_of_distribution
     headers = {
         SHAPE_HEADER: ",".join(str(d) for d in data.shape),
         LAYOUT_HEADER: LAYOUT_SIGNAL if std is None else LAYOUT,
-        FREQUENCIES_HEADER: frequency_list(frequencies),
-        SAMPLE_RATE_HEADER: str(sample_rate),
-        VERSION_HEADER: version,
-        OOD_HEADER: "null" if out_of_distribution is None else str(out_of_distribution).lower(),
-        RESIDUAL_HEADER: _figure(residual),
-        NONSTATIONARITY_HEADER: _figure(nonstationarity),
-        OFFSET_HEADER: _figure(offset),
+        FREQUENCIES_HEADER: frequency_list(a.frequencies),
+        SAMPLE_RATE_HEADER: str(a.sample_rate),
+        VERSION_HEADER: header_value(str(a.model.get("version", ""))),
+        OOD_HEADER: "null" if ood is None else str(ood).lower(),
+        RESIDUAL_HEADER: _figure(a.residual),
+        NONSTATIONARITY_HEADER: _figure(a.nonstationarity),
+        OFFSET_HEADER: _figure(a.offset),
     }
-    return data.tobytes(), headers | stream_headers(state, samples_seen)
+    return data.tobytes(), headers | stream_headers(a.state, a.samples_seen)
 
 
 def _figure(value: float | None) -> str:
