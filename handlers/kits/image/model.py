@@ -63,7 +63,7 @@ class ImageModel(PredictorModel[ImagePredictor]):
         return self.predictor.predict(parsed)
 
     def reply(self, answer: ImageAnswer) -> Reply:
-        return self.predictor.reply(answer)
+        return answer.reply()
 
     @cached_property
     def explainer(self) -> Any:
