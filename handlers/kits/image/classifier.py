@@ -29,7 +29,7 @@ from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
-from handlers.uncertainty import SCORES, MLPHead, classify_with_uncertainty
+from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
 
 @dataclass(frozen=True)
@@ -225,12 +225,3 @@ class ImagePredictor(Predictor[ImageSettings]):
             else r
             for r in admitted
         ]
-
-    @staticmethod
-    def report(answers: list[ImageAnswer], telemetry: Any) -> None:
-        """Predicted labels and each answer's uncertainty scores, for the operator
-        (handlers/telemetry.py)."""
-        predictions = [c for a in answers for c in a.predictions]
-        telemetry.predictions(c.label for c in predictions)
-        for measure in SCORES:
-            telemetry.uncertainty(measure, [getattr(c, measure) for c in predictions])
