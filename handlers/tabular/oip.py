@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from handlers import tensors as t
-from handlers.kits.tabular import CATEGORY, distance
+from handlers.kits.tabular import distance
 from handlers.kits.tabular.records import Answers, Records
+from handlers.kits.tabular.schema import CATEGORY
 from handlers.tabular.settings import TabularSettings
 
 

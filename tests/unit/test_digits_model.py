@@ -274,7 +274,7 @@ def test_report_counts_labels_and_entropy(digits_artifacts, test_split):
     predictor = DigitsPredictor.from_dir(digits_artifacts, CONFIG)
     answers = predictor.predict([ImageRequest(tuple(test_split.greys[:3]), many=True)])
     recorder = Recorder()
-    predictor.report(answers, Telemetry(recorder, "digits"))
+    DigitsModel(predictor).report(answers, Telemetry(recorder, "digits"))
     # entropy, mutual information and std for each of the 3 images
     assert recorder.names.count(UNCERTAINTY) == 9 and PREDICTIONS in recorder.names
 

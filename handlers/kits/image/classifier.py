@@ -29,7 +29,7 @@ from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import Predictor
 from handlers.runtime import Runtime, core_slots, load_runtime
 from handlers.service import Request
-from handlers.uncertainty import SCORES, MLPHead, classify_with_uncertainty
+from handlers.uncertainty import MLPHead, classify_with_uncertainty
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,8 @@ class Classification:
     samples: int = 0
     """MC-dropout samples behind mutual_information and std."""
     polarity: str = POLARITIES[0]
-    """How the image was read (handlers/kits/image/reading.py): "bright_on_dark" (the dataset's
-    convention) or "dark_on_light" (dark ink on a light paper: inverted before the network)."""
     digits_found: int | None = None
-    """Groups of strokes of a digit's size the reading found (reading.py `strokes`): 1 for one
-    digit; 0 (none) and 2 or more (several, the largest read) say the answer is not about one
-    digit. None for an image at the native size (a grid), taken as one framed digit."""
+    """As the image was read: reading.py's `Reading`."""
 
     def uncertainty(self) -> dict[str, float | int]:
         return {
@@ -183,7 +179,7 @@ class ImagePredictor(Predictor[ImageSettings]):
     def decoded(self, parsed: list[Any]) -> list[Any]:
         """Read requests the batch's budgets admitted (the decoding guard among them,
         `max_batch_decoded_bytes`), decoded one image at a time, each shrunk at once to the size
-        the reading works at (pixels.working_factor). A file found truncated or corrupt while
+        the reading works at (reading.working_factor). A file found truncated or corrupt while
         decoding is that request's 400 alone."""
         out: list[Any] = []
         for r in parsed:
@@ -229,15 +225,3 @@ class ImagePredictor(Predictor[ImageSettings]):
             else r
             for r in admitted
         ]
-
-    def reply(self, answer: ImageAnswer) -> Reply:
-        return answer.reply()
-
-    @staticmethod
-    def report(answers: list[ImageAnswer], telemetry: Any) -> None:
-        """Predicted labels and each answer's uncertainty scores, for the operator
-        (handlers/telemetry.py)."""
-        predictions = [c for a in answers for c in a.predictions]
-        telemetry.predictions(c.label for c in predictions)
-        for measure in SCORES:
-            telemetry.uncertainty(measure, [getattr(c, measure) for c in predictions])

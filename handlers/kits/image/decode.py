@@ -16,7 +16,7 @@ a request is read that way first and the request is priced from the headers (`re
 pixels to decode in all, bytes decoded), so the server refuses what is over a limit or past the
 batch's budget before decoding anything (a 210-byte WebP can claim 2000 x 2000 of one colour).
 Only then are pixels decoded, one image at a time, a large one shrunk at once from its 8-bit grey to
-the size the pixel reading works at (`pixels.working_factor`, `_block_average`), and a truncated or
+the size the pixel reading works at (`reading.working_factor`, `_block_average`), and a truncated or
 corrupt file is that request's 400, never a worker crash.
 """
 
@@ -82,9 +82,7 @@ SHRINK_ROWS = 256
 """About this many rows of a large image (a whole number of blocks) are converted to floating point
 at a time by `_block_average`."""
 # (JPEG's reduced DCT scales, `Image.draft`, and `Image.reduce` on 8-bit pixels would decode or
-# shrink faster but round differently: up to 7 grey levels off on the held-out digits, and a label
-# changed. They are not used: a large upload is shrunk by `_block_average`, bit for bit
-# what the full-size path gives.)
+# shrink faster but round differently, enough to change answers: they are not used.)
 
 
 @dataclass(frozen=True)
@@ -96,15 +94,13 @@ class EncodedImage:
     """The one Pillow decoder tried for it (FORMATS)."""
     width: int
     height: int
-    """As the header says."""
+    """As the header says: what Pillow decodes."""
     mode: str
-    decoded: tuple[int, int]
-    """(width, height) Pillow will decode: the header's."""
 
     @property
     def pixels(self) -> int:
         """Pixels decoded (one frame: animated files are refused)."""
-        return self.decoded[0] * self.decoded[1]
+        return self.width * self.height
 
     @property
     def decoded_bytes(self) -> int:
@@ -135,7 +131,7 @@ class PendingImages:
 
     def decode(self, settings: ImageSettings, shrink: bool = False) -> ImageRequest:
         """One image at a time. With `shrink` (the server), each upload is brought at once to the
-        size the pixel reading works at (`pixels.working_factor`: block means of a whole factor),
+        size the pixel reading works at (`reading.working_factor`: block means of a whole factor),
         from its 8-bit pixels a few rows at a time, so one image's 8-bit pixels at most are held
         at full size and no full-size float copy is made; without, each image at its own size."""
         return ImageRequest(tuple(_decoded(i, settings, shrink) for i in self.images), self.many)
@@ -200,7 +196,7 @@ def read_image(data: bytes, fmt: str, settings: ImageSettings) -> EncodedImage:
             f"image mode {im.mode!r} is not served (CMYK, 16-bit and float images are not); "
             "send 8-bit grey or RGB"
         )
-    return EncodedImage(data, fmt, width, height, im.mode, im.size)
+    return EncodedImage(data, fmt, width, height, im.mode)
 
 
 def _decoded(image: EncodedImage | np.ndarray, settings: ImageSettings, shrink: bool) -> np.ndarray:
@@ -212,7 +208,7 @@ def _decoded(image: EncodedImage | np.ndarray, settings: ImageSettings, shrink: 
         upright = ImageOps.exif_transpose(im)  # a phone photo's rotation is in its EXIF
         native = settings.export.native_size
         k = working_factor(upright.height, upright.width, native) if shrink else 1
-        return _grey(upright) if k == 1 else _block_average(upright, k)
+        return _block_average(upright, k)
     except _DECODE_ERRORS:
         raise BadEncoding(f"the {image.fmt} image is truncated or corrupt") from None
 
@@ -221,22 +217,13 @@ def _has_alpha(im: Image.Image) -> bool:
     return "A" in im.mode or "a" in im.mode or "transparency" in im.info
 
 
-def _grey(im: Image.Image) -> np.ndarray:
-    """Grey level in [0, 1]; transparent pixels count as background (dark)."""
-    if _has_alpha(im):
-        rgba = im.convert("RGBA")
-        alpha = np.asarray(rgba.getchannel("A"), dtype=np.float32) / 255.0
-        return np.asarray(rgba.convert("L"), dtype=np.float32) / 255.0 * alpha
-    return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
-
-
 def _block_average(im: Image.Image, k: int) -> np.ndarray:
-    """`block_mean(_grey(im), k)` for a large image without its full-size float copy, bit for bit:
-    the grey (and alpha) stay 8-bit, and bands of whole blocks (a multiple of k rows, about
-    SHRINK_ROWS) are made grey as `_grey` makes them and averaged by the same `block_mean`. Each
-    block's mean depends on its own pixels only, so the bands' rows are the full image's rows: the
-    reading downstream (its thresholds, the strokes' masks) sees the very numbers a full-size
-    decode gives, and cannot decide a pixel differently."""
+    """Grey level in [0, 1], transparent pixels counting as background (dark), shrunk by `block_mean`
+    of a whole factor k (1: at full size) without a full-size float copy: the grey (and alpha)
+    stay 8-bit, and bands of whole blocks (a multiple of k rows, about SHRINK_ROWS) are made grey
+    and averaged one at a time. Each block's mean depends on its own pixels only, so the bands'
+    rows are the full image's rows: the reading downstream (its thresholds, the strokes' masks)
+    sees the very numbers a full-size decode gives, and cannot decide a pixel differently."""
     alpha = None
     if _has_alpha(im):
         rgba = im.convert("RGBA")
@@ -358,9 +345,7 @@ def read_request(request: Request, settings: ImageSettings) -> PendingImages:
     value, kind = codec.request_body(request, binary_types=IMAGE_TYPES)
     if isinstance(value, bytes | bytearray):
         data = bytes(value)
-        if kind in FORMATS:
-            return _priced(PendingImages((read_image(data, FORMATS[kind], settings),)), settings)
-        fmt = _sniffed_format(data) if kind in codec.SNIFFED_TYPES else None
+        fmt = FORMATS.get(kind) or (_sniffed_format(data) if kind in codec.SNIFFED_TYPES else None)
         if fmt is not None:
             return _priced(PendingImages((read_image(data, fmt, settings),)), settings)
     if kind.startswith("image/"):

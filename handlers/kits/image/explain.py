@@ -5,9 +5,8 @@ The image is first brought to the export's input size (handlers/kits/image/readi
 over exactly the pixels the network sees ([H][W], H x W from the manifest: 8 x 8 for the CNN,
 16 x 16 for the ResNet-shaped export). Methods over the served runtime, each pixel a feature,
 baseline 0 (no ink), the value the label's calibrated log-odds: Captum's `FeatureAblation`
-(leave-one-pixel-out, the default) or `ShapleyValueSampling` (coalitions of pixels). Measured on
-deletion curves (docs/explanations.md), ablation's top pixels matter more at an eighth of the
-passes, so it is the default.
+(leave-one-pixel-out, the default: docs/explanations.md has its deletion curves) or
+`ShapleyValueSampling` (coalitions of pixels).
 """
 
 from __future__ import annotations
@@ -70,14 +69,10 @@ class PixelExplainer:
         """Shapley sampling: permutations drawn (each costs one pass per pixel)."""
         self.batch = batch
 
-    @property
-    def pixels(self) -> int:
-        _, h, w = self.predictor.settings.export.input_shape
-        return h * w
-
     def cost(self) -> int:
         """Forward passes (images through the model) per explained image."""
-        return self.pixels * (self.samples if self.method == "shapley" else 1) + 1
+        _, h, w = self.predictor.settings.export.input_shape
+        return h * w * (self.samples if self.method == "shapley" else 1) + 1
 
     def explain(
         self, grey: np.ndarray, target: str | None = None, seed: int = 0
@@ -104,27 +99,19 @@ class PixelExplainer:
             return torch.from_numpy(np.concatenate(out))
 
         [cls] = p.classify([grey])
-        idx = (
-            list(export.classes).index(target)
-            if target is not None
-            else export.classes.index(cls.label)
-        )
+        idx = list(export.classes).index(cls.label if target is None else target)
         inputs = torch.from_numpy(x[None].astype(np.float32))
-        mask = torch.arange(h * w).reshape(1, h, w)
+        args = {
+            "baselines": 0.0,
+            "target": idx,
+            "feature_mask": torch.arange(h * w).reshape(1, h, w),
+            "perturbations_per_eval": self.batch,
+        }
         if self.method == "shapley":
             torch.manual_seed(seed)  # Captum draws its permutations from torch's generator
-            attr = ShapleyValueSampling(forward).attribute(
-                inputs, baselines=0.0, target=idx, feature_mask=mask, n_samples=self.samples,
-                perturbations_per_eval=self.batch,
-            )  # fmt: skip
+            attr = ShapleyValueSampling(forward).attribute(inputs, n_samples=self.samples, **args)
         else:
-            attr = FeatureAblation(forward).attribute(
-                inputs,
-                baselines=0.0,
-                target=idx,
-                feature_mask=mask,
-                perturbations_per_eval=self.batch,
-            )
+            attr = FeatureAblation(forward).attribute(inputs, **args)
         label = export.classes[idx]
         return PixelExplanation(
             target=label,

@@ -23,6 +23,7 @@ from handlers.kits.image.settings import ImageSettings
 from handlers.predictor import PredictorModel
 from handlers.service import Request
 from handlers.telemetry import Telemetry
+from handlers.uncertainty import SCORES
 
 
 class ImageModel(PredictorModel[ImagePredictor]):
@@ -63,7 +64,7 @@ class ImageModel(PredictorModel[ImagePredictor]):
         return self.predictor.predict(parsed)
 
     def reply(self, answer: ImageAnswer) -> Reply:
-        return self.predictor.reply(answer)
+        return answer.reply()
 
     @cached_property
     def explainer(self) -> Any:
@@ -98,4 +99,8 @@ class ImageModel(PredictorModel[ImagePredictor]):
         ]
 
     def report(self, answers: list[ImageAnswer], telemetry: Telemetry) -> None:
-        self.predictor.report(answers, telemetry)
+        """Predicted labels and each answer's uncertainty scores, for the operator."""
+        predictions = [c for a in answers for c in a.predictions]
+        telemetry.predictions(c.label for c in predictions)
+        for measure in SCORES:
+            telemetry.uncertainty(measure, [getattr(c, measure) for c in predictions])

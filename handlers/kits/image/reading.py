@@ -397,14 +397,6 @@ def graph_batch(greys: list[np.ndarray] | np.ndarray, export: ImageExport) -> np
     return np.stack([graph_input(g, export) for g in greys])
 
 
-def read_batch(
-    greys: list[np.ndarray] | np.ndarray, export: ImageExport
-) -> tuple[np.ndarray, list[str]]:
-    """Grey images as sent → the graph's input array and the polarity read from each."""
-    readings = [read(g, export.native_size) for g in greys]
-    return graph_batch([r.grey for r in readings], export), [r.polarity for r in readings]
-
-
 def model_batch(greys: list[np.ndarray] | np.ndarray, export: ImageExport) -> np.ndarray:
     """A batch of grey images as sent → the graph's input array."""
-    return read_batch(greys, export)[0]
+    return graph_batch([read(g, export.native_size).grey for g in greys], export)

@@ -76,21 +76,8 @@ class ImageExport:
     relative to the artifact directory: sampled with fixed dropout masks for MC-dropout uncertainty."""
 
     def to_block(self) -> dict[str, Any]:
-        return {
-            "input_name": self.input_name,
-            "output_name": self.output_name,
-            "input_shape": list(self.input_shape),
-            "layout": self.layout,
-            "classes": list(self.classes),
-            "pixel_max": self.pixel_max,
-            "native_size": list(self.native_size),
-            "mean": list(self.mean),
-            "std": list(self.std),
-            "temperature": self.temperature,
-            "arch": self.arch,
-            "features_name": self.features_name,
-            "head": self.head,
-        }
+        block = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in block.items()}
 
     @classmethod
     def from_block(cls, block: dict, model: str = "image") -> ImageExport:
@@ -150,14 +137,12 @@ class ImageSettings(ServingSettings):
     max_image_pixels: PositiveInt = 4_000_000
     """Largest image, width x height, checked from the header before any pixel is decoded. A
     digits network reads 8 x 8 (its ResNet-shaped export 16 x 16): a 2000 x 2000 scan or a photo
-    is already averaged over 250 x 250 pixels per input pixel, so nothing larger is needed; one
-    such image decodes in under 0.1 s into at most 16 MB (RGB), and it is the most ever held
-    at full size (images are decoded one at a time and brought to the input size at once)."""
+    is already averaged over 250 x 250 pixels per input pixel, so nothing larger is needed. It is
+    the most ever held at full size (images are decoded one at a time and shrunk at once)."""
     max_request_pixels: PositiveInt = 16_000_000
-    """Pixels one request may make the worker decode, all its images together, read from the headers before decoding: past it 400 too_large. 64 images
-    of 500 x 500 or 4 at max_image_pixels; the worst such request decodes in about 0.5 s on one
-    core of the reference CPU (docs/reliability.md, "Work priced before it is done"), where 64
-    images at max_image_pixels took 4.7 s and 1.4 GB."""
+    """Pixels one request may make the worker decode, all its images together, read from the
+    headers before decoding: past it 400 too_large. 64 images of 500 x 500 or 4 at
+    max_image_pixels (docs/reliability.md, "Work priced before it is done")."""
     max_grid_side: PositiveInt = 64
     """Longest side of a JSON grid of numbers."""
     max_images: PositiveInt = 64
@@ -169,14 +154,12 @@ class ImageSettings(ServingSettings):
     grey and palette images, x 4 for colour), priced from the headers; requests past it get 503 +
     Retry-After before anything is decoded (the first request of a batch always runs: it is within
     max_request_pixels). 64 MiB: one largest colour request (16,000,000 x 4 bytes) or four grey
-    ones, about 0.5-0.8 s of decoding per batch, so a small request waits at most that long
-    behind a batch of the most expensive requests."""
+    ones, so a small request waits behind at most that much decoding."""
     self_check_atol: Annotated[float, Field(gt=0)] = 1e-3
     """At load, the head over the graph's features must reproduce the graph's logits within this."""
     explain_method: Literal["ablation", "shapley"] = "ablation"
-    """Captum method of /explanations: leave-one-pixel-out (the default: on the 297 held-out images
-    its top pixels matter more than Shapley sampling's, at 65 passes instead of 513) or Shapley
-    sampling (docs/explanations.md)."""
+    """Captum method of /explanations: leave-one-pixel-out (the default, docs/explanations.md) or
+    Shapley sampling."""
     explain_samples: PositiveInt = 8
     """Shapley sampling only: permutations drawn (each costs one pass per input pixel)."""
     max_explain_passes: PositiveInt = 8192

@@ -5,7 +5,7 @@ log-odds; `Attributor.passes` is an explanation's cost model (forward passes per
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -87,12 +87,5 @@ class FeatureExplanation(JsonExplanation):
     model: dict
 
     def to_json(self) -> dict:
-        return {
-            "target": self.target,
-            "probability": round(self.probability, 6),
-            "attributions": self.attributions,
-            "method": self.method,
-            "evaluations": self.evaluations,
-            "out_of_range": self.out_of_range,
-            "model": self.model,
-        }
+        block = {f.name: getattr(self, f.name) for f in fields(self)}
+        return block | {"probability": round(self.probability, 6)}

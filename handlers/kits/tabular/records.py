@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 CSV_TYPE = "text/csv"
 RECORDS_KEY = "records"
-JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,8 @@ class Answers:
         """The answer as scoring writes it: the served JSON's value, without the JSON."""
         return list(self.rows) if self.many else self.rows[0]
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_row())
-
     def reply(self) -> Reply:
-        return Reply(self.to_json(), JSON, {})
+        return Reply(json.dumps(self.to_row()), "application/json", {})
 
     def to_tensors(self, classes: Sequence[str]) -> list[Output]:
         """One row per record: the classification tensors and the distance's (values as
