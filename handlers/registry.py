@@ -5,7 +5,7 @@ A model named `m` serves from these paths, and nothing else in handlers/ names i
     handlers/m_handler.py        the TorchServe handler (the .mar's entry point), over its SPEC
     handlers/m/__init__.py       SPEC: its `ModelSpec` (handlers/spec.py), the real objects it is
                                  made of: its model class (its part of the serving lifecycle,
-                                 handlers/service.py), settings class, kit, codec, tensor contract
+                                 handlers/service.py), settings class, kit, tensor contract
     handlers/m/                  its other serving modules: model-config.yaml, model.py, settings.py
     handlers/kits/<kit>/         the modality kits it is built on (`kits=`), shared with the other
                                  models of its modality

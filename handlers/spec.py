@@ -54,10 +54,6 @@ class ModelSpec:
     kit: ModuleType
     """The modality kit it is built on, handlers/kits/<kit>/ (its registry line names it too: the
     archive carries it)."""
-
-    codec: ModuleType
-    """Its wire contract, the server's side: the kit's module that reads its request bodies (the
-    client's side, writing them, is clients/kits/<kit>.py)."""
     contract: TensorContract
     """Its Open Inference Protocol tensors."""
 
@@ -73,13 +69,10 @@ class ModelSpec:
             raise TypeError(
                 f"{where}.settings must be a ServingSettings class, not {self.settings!r}"
             )
-        for field, value in (("kit", self.kit), ("codec", self.codec)):
-            if not isinstance(value, ModuleType):
-                raise TypeError(f"{where}.{field} must be a module, not {value!r}")
+        if not isinstance(self.kit, ModuleType):
+            raise TypeError(f"{where}.kit must be a module, not {self.kit!r}")
         if self.kit.__name__.count(".") != 2 or not self.kit.__name__.startswith("handlers.kits."):
             raise TypeError(f"{where}.kit must be a kit, handlers.kits.<kit>, not {self.kit!r}")
-        if not self.codec.__name__.startswith(self.kit.__name__ + "."):
-            raise TypeError(f"{where}.codec {self.codec.__name__} is not a module of its kit")
         missing = [m for m in CONTRACT_MEMBERS if not callable(getattr(self.contract, m, None))]
         if missing:
             raise TypeError(f"{where}.contract has no {', '.join(missing)}")

@@ -5,10 +5,9 @@ the out-of-distribution judge. `SPEC` is its one hook (handlers/spec.py)."""
 from handlers.frequency.model import FrequencyModel
 from handlers.frequency.settings import FrequencySettings
 from handlers.kits import signal
-from handlers.kits.signal import codec, oip
+from handlers.kits.signal import oip
 from handlers.spec import ModelSpec
 
 SPEC = ModelSpec(
-    "frequency", model=FrequencyModel, settings=FrequencySettings, kit=signal, codec=codec,
-    contract=oip,
-)  # fmt: skip
+    "frequency", model=FrequencyModel, settings=FrequencySettings, kit=signal, contract=oip
+)

@@ -48,7 +48,6 @@ def fields(name: str = "digits") -> dict:
         ("settings", dict, "SPEC.settings must be a ServingSettings class"),
         ("kit", "image", "SPEC.kit must be a module"),
         ("kit", importlib.import_module("handlers.kits.image.decode"), "SPEC.kit must be a kit"),
-        ("codec", importlib.import_module("handlers.kits.text.codec"), "not a module of its kit"),
         ("contract", importlib.import_module("handlers.kits.image"), "SPEC.contract has no inputs"),
     ],
 )
