@@ -34,6 +34,7 @@ import contextlib
 import hashlib
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -332,9 +333,17 @@ def main(argv: list[str] | None = None) -> int:
     tokens = Tokens(args.token_file)
     server = Recorder((args.host, args.port), args.keep, args.keep_mib << 20, tokens)
     print(f"mirror recorder on {args.host}:{args.port}", file=sys.stderr, flush=True)
+    # The container's PID 1: SIGTERM has no default action there, so the pod's deletion would
+    # wait out its grace period without this.
+    signal.signal(signal.SIGTERM, _interrupt)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
+    server.server_close()
     return 0
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

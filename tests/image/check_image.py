@@ -284,3 +284,108 @@ def registry_example(model: str) -> dict:
     from tools.registry import get
 
     return get(model).example()
+
+
+# --- the rollout overlay: the mirror at each pod's door and the recorder, both from the image ---
+
+
+@pytest.fixture(scope="module")
+def rollout_pods() -> Any:
+    """The rollout overlay's serving pod (nginx's mirror in front of the door) and its
+    rollout-recorder pod, both started from the image as rendered; the serving pod finds the
+    recorder by its Service's name."""
+    from deploy.k8s_check import render
+
+    objects = render("rollout").objects
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    configmaps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
+    (config,) = [d for n, d in configmaps.items() if n.startswith("torchserve-config")]
+    root = Path(tempfile.mkdtemp(prefix="image-rollout-"))
+    tokens, key = [secrets.token_urlsafe(24)], secrets.token_urlsafe(32)
+    (root / "recorder").mkdir()
+    (root / "serving").mkdir()
+    recorder = ImagePod(
+        IMAGE, deployments["rollout-recorder"], {}, [], root / "recorder", tokens, key
+    )
+    serving = ImagePod(
+        IMAGE, deployments["torchserve"], config, archives(), root / "serving", tokens, key,
+        configmaps=configmaps, hosts=("rollout-recorder",),
+    )  # fmt: skip
+    try:
+        recorder.start()
+        recorder.wait_ready(timeout=60)
+        serving.start()
+        startup = serving.spec("torchserve")["startupProbe"]
+        serving.wait_ready(timeout=startup["periodSeconds"] * startup["failureThreshold"])
+        assert set(serving.containers) == {"torchserve", "proxy", "mirror"}
+        yield serving, recorder
+    finally:
+        serving.close()
+        recorder.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _post(port: int, model: str, body: dict, headers: dict[str, str]) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/predictions/{model}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _recorded(port: int, want: int) -> int:
+    """The recorder's count of copies once it reaches `want` (a copy travels after its answer),
+    or what it holds after 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            held = json.loads(r.read())["copies"]
+        if held >= want or time.monotonic() > deadline:
+            return held
+        time.sleep(0.2)
+
+
+def test_the_rollout_mirror_answers_as_the_door_and_copies_only_client_predictions(rollout_pods):
+    """A client's prediction through the mirror's port is the door's answer, and the recorder
+    (another pod of the image) holds a copy of it, as sent; the judge's own requests
+    (X-Rollout-Judge) and a request without a client token are answered by the door and not
+    copied."""
+    from deploy.mirror import JUDGE_HEADER, PORT, Copy
+
+    serving, _ = rollout_pods
+    (mirror_port,) = [p["containerPort"] for p in serving.spec("mirror")["ports"]]
+    model = "tabular" if "tabular" in registry.names() else registry.names()[0]
+    body = registry_example(model)
+    auth = {"Authorization": f"Bearer {serving.tokens[0]}"}
+    door = _post(8085, model, body, auth)
+    mirrored = _post(mirror_port, model, body, auth)
+    assert door[0] == mirrored[0] == 200, (door, mirrored)
+    assert json.loads(mirrored[1]) == json.loads(door[1])
+    assert _recorded(PORT, 1) == 1, serving.tail()
+
+    judged = _post(mirror_port, model, body, {**auth, JUDGE_HEADER: "1"})
+    unknown = _post(mirror_port, model, body, {"Authorization": "Bearer not-a-client"})
+    assert judged[0] == 200 and unknown[0] == 401, (judged, unknown)
+    assert _recorded(PORT, 2) == 1  # neither was copied
+
+    url = f"http://127.0.0.1:{PORT}/copies?model={model}&route=predictions&n=10"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        copies = [Copy.from_line(line) for line in r.read().decode().splitlines() if line]
+    assert [(c.path, json.loads(c.body)) for c in copies] == [(f"/predictions/{model}", body)]
+
+
+def test_deleting_the_rollout_pods_every_container_exits_0_within_the_grace_period(rollout_pods):
+    """Last for these pods: the mirror's preStop (endpoints drop the pod, then nginx's graceful
+    quit) and the recorder's SIGTERM end every container with 0 within its pod's grace period."""
+    for pod in rollout_pods:
+        began = time.monotonic()
+        result = pod.terminate()
+        for name, r in result.items():
+            assert r["status"] == 0 and not r["killed_at_grace"], (name, r, pod.tail())
+        assert time.monotonic() - began < pod.grace

@@ -1,11 +1,14 @@
 """The built serving image run as the rendered Deployment runs it, with no kubelet and no container
 runtime (`make image-test`, docs/kubernetes.md "Building the image").
 
-Each of the pod's containers (the Deployment's `torchserve` and `proxy`, as `kubectl kustomize`
-renders the overlay) gets its own copy of the image's root filesystem (`buildah from`, `buildah
-mount`) and is started the way an OCI runtime starts it:
+Each of the pod's containers (the Deployment's `torchserve` and `proxy`, the rollout overlay's
+`mirror`, or the rollout-recorder's `recorder`, as `kubectl kustomize` renders the overlay) gets
+its own copy of the image's root filesystem (`buildah from`, `buildah mount`) and is started the
+way an OCI runtime starts it:
 - its own mount, PID, UTS and IPC namespaces (`unshare`), the pod's network namespace shared by
-  both (the caller's: `make image-test` runs in a new one, with loopback only);
+  all (the caller's: `make image-test` runs in a new one, with loopback only, which two pods
+  share: a Service's name is written into /etc/hosts as loopback where the cluster's DNS would
+  resolve it);
 - the Deployment's volumes bind-mounted where its volumeMounts say (emptyDirs group-owned by the
   pod's fsGroup, the ConfigMap one file per key, the Secrets read-only), /proc, a minimal /dev,
   and /etc/hosts, /etc/hostname as the kubelet writes them;
@@ -14,8 +17,9 @@ mount`) and is started the way an OCI runtime starts it:
   the container's env, in the image's WorkingDir, as runAsUser:runAsGroup with fsGroup as its
   supplementary group, no capabilities (bounding set emptied) and no_new_privs
   (allowPrivilegeEscalation: false), exec'd as the namespace's PID 1 (tini, for the server).
-Probes and preStop hooks run inside the container (`nsenter` into its namespaces and root, as the
-container's user and env), as the kubelet's exec does; termination is preStop, then SIGTERM to
+Exec probes and preStop hooks run inside the container (`nsenter` into its namespaces and root, as
+the container's user and env), as the kubelet's exec does; tcpSocket and httpGet probes connect
+to the pod's loopback; termination is preStop, then SIGTERM to
 PID 1, then SIGKILL at terminationGracePeriodSeconds.
 
 What differs from a kubelet with containerd or CRI-O: no cgroup (the resources' requests and limits
@@ -33,8 +37,10 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,6 +180,11 @@ class ImagePod:
     root: Path
     tokens: list[str]
     state_key: str
+    configmaps: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Other ConfigMaps' data by their rendered name (a volume of another name gets `configmap`)."""
+    hosts: tuple[str, ...] = ()
+    """Service names the cluster's DNS would resolve, here to loopback (the pods share one
+    network namespace)."""
     containers: dict[str, Container] = field(default_factory=dict)
     started: float = 0.0
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -203,7 +214,8 @@ class ImagePod:
                 os.chown(path, 0, fs_group)
                 path.chmod(0o2777)  # emptyDir: world-writable; fsGroup owns it, setgid
             elif "configMap" in volume:
-                for key, value in self.configmap.items():
+                data = self.configmaps.get(volume["configMap"]["name"], self.configmap)
+                for key, value in data.items():
                     (path / key).write_text(value)
             elif "secret" in volume:
                 name = volume["secret"]["secretName"]
@@ -221,7 +233,7 @@ class ImagePod:
                     (path / key).chmod(mode)
             out[volume["name"]] = path
         # What the init container pulls: the archives, renamed into the store.
-        for mar in self.archives:
+        for mar in self.archives:  # none for a pod without a model store
             shutil.copyfile(mar, out["model-store"] / mar.name)
             os.chown(out["model-store"] / mar.name, int(security.get("runAsUser", 0)), fs_group)
         return out
@@ -235,10 +247,11 @@ class ImagePod:
         etc.mkdir()
         (etc / "hosts").write_text(
             "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.0.1\ttorchserve-0\n"
+            + "".join(f"127.0.0.1\t{name}\n" for name in self.hosts)
         )
         (etc / "hostname").write_text("torchserve-0\n")
         self.started = time.monotonic()
-        for name in ("torchserve", "proxy"):
+        for name in [c["name"] for c in self.pod_spec["containers"]]:
             spec = self.spec(name)
             ctx = spec.get("securityContext") or {}
             assert ctx.get("readOnlyRootFilesystem"), f"{name}: the manifest's root is writable?"
@@ -322,8 +335,24 @@ class ImagePod:
         spec = self.spec(container).get(kind)
         if not spec:
             return None
-        c = self.containers[container]
-        return c.exec(spec["exec"]["command"], timeout=float(spec.get("timeoutSeconds", 1)))
+        timeout = float(spec.get("timeoutSeconds", 1))
+        if "exec" in spec:
+            return self.containers[container].exec(spec["exec"]["command"], timeout=timeout)
+        check = spec.get("tcpSocket") or spec["httpGet"]
+        port = check["port"]
+        if isinstance(port, str):  # a named containerPort
+            (port,) = [
+                p["containerPort"] for p in self.spec(container)["ports"] if p["name"] == port
+            ]
+        try:  # the kubelet's tcpSocket and httpGet checks, on the pod's loopback
+            if "tcpSocket" in spec:
+                socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
+            else:
+                url = f"http://127.0.0.1:{port}{check.get('path', '/')}"
+                urllib.request.urlopen(url, timeout=timeout).close()
+        except OSError as e:
+            return subprocess.CompletedProcess([], 1, "", repr(e))
+        return subprocess.CompletedProcess([], 0, "", "")
 
     def wait_ready(self, timeout: float) -> float:
         """Seconds from start until every container's startup and readiness probes pass."""
@@ -372,7 +401,10 @@ class ImagePod:
             if hook is not None:
                 hook.wait(timeout=self.grace)
             signalled[name] = time.monotonic()
-            os.kill(c.pid1, signal.SIGTERM)
+            assert c.process is not None
+            if c.process.poll() is None:  # a preStop hook may have ended it (nginx's quit)
+                with contextlib.suppress(RuntimeError, ProcessLookupError):
+                    os.kill(c.pid1, signal.SIGTERM)
         for name, c in self.containers.items():
             assert c.process is not None
             left = self.grace - (time.monotonic() - began)
