@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from handlers.kits.signal.codec import STATE_HEADER
+
 PREDICTIONS = r"^/(predictions/[^/]+|v2/models/[^/]+(/versions/[^/]+)?/infer)$"
 """The routes copied: predictions (TorchServe) and inference (the Open Inference Protocol)."""
 _ROUTES = {
@@ -148,12 +150,14 @@ def k8s_config() -> str:
 
 @dataclass(frozen=True)
 class Copy:
-    """One client request as it reached the door: its path, content type and body."""
+    """One client request as it reached the door: its path, content type, body and the headers
+    that carry its parameters (`kept_headers`)."""
 
     path: str
     content_type: str
     body: bytes
     at: float
+    headers: tuple[tuple[str, str], ...] = ()
 
     def route(self) -> tuple[str, str] | None:
         """(route, model) of a prediction's path, else None."""
@@ -167,23 +171,72 @@ class Copy:
     def line(self) -> str:
         body = base64.b64encode(self.body).decode()
         fields = {"path": self.path, "content_type": self.content_type, "at": self.at}
-        return json.dumps(fields | {"body": body})
+        return json.dumps(fields | {"headers": dict(self.headers), "body": body})
 
     @classmethod
     def from_line(cls, line: str) -> Copy:
         d = json.loads(line)
-        return cls(d["path"], d["content_type"], base64.b64decode(d["body"]), d["at"])
+        headers = tuple(d.get("headers", {}).items())
+        return cls(d["path"], d["content_type"], base64.b64decode(d["body"]), d["at"], headers)
 
 
-def json_bodies(copies: list[Copy]) -> list[Any]:
-    """The copies' bodies that are JSON, parsed (what the judge sends again), in order."""
-    bodies = []
+def kept_headers(headers: Any) -> tuple[tuple[str, str], ...]:
+    """The request headers a copy keeps: its parameters (`X-...`: a float32 signal's sample rate,
+    frequencies, band, stream), never its credentials or the hops' own (`X-Request-ID`,
+    `X-Forwarded-*`, `X-Real-IP`, the judge's mark)."""
+    skip = ("x-request-id", "x-forwarded-", "x-real-ip", JUDGE_HEADER.lower())
+    return tuple(
+        (k, v)
+        for k, v in headers.items()
+        if k.lower().startswith("x-") and not k.lower().startswith(skip)
+    )
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A copied request whose body is not JSON (a float32 signal, an image, a text), to be sent
+    again as it came: its content type, body and parameter headers."""
+
+    content_type: str
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+JSON_TYPES = ("", "application/json")
+"""Content types whose copies are JSON bodies (the judge parses them; one that does not parse is
+taken, not sent); any other body is sent again as it came (`Raw`)."""
+
+
+def replayable(copies: list[Copy], raw: bool = True) -> list[Any]:
+    """What the judge sends again of `copies`, in order: each JSON body parsed, any other body as
+    a `Raw` (with `raw`: TorchServe's route; the Open Inference Protocol's binary copies are
+    taken, not sent). A stream's continuation is taken, not sent: its state names the version
+    that answered it, which another version refuses (`stale_state`) by design."""
+    bodies: list[Any] = []
     for copy in copies:
+        if any(k.lower() == STATE_HEADER.lower() for k, _ in copy.headers):
+            continue
+        if copy.content_type.split(";")[0].strip().lower() not in JSON_TYPES:
+            if raw:
+                bodies.append(Raw(copy.content_type, copy.body, copy.headers))
+            continue
         try:
-            bodies.append(json.loads(copy.body))
+            body = json.loads(copy.body)
         except ValueError:
             continue
+        if not _continues_a_stream(body):
+            bodies.append(body)
     return bodies
+
+
+def _continues_a_stream(body: Any) -> bool:
+    """A signal model's JSON chunk, or its Open Inference Protocol request, with a state."""
+    if not isinstance(body, dict):
+        return False
+    parameters = body.get("parameters")
+    return ("signal" in body and "state" in body) or (
+        "inputs" in body and isinstance(parameters, dict) and "state" in parameters
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -194,7 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
         size = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(size)
         if self.server.tokens.accepts(self.headers.get("Authorization", "")):
-            copy = Copy(self.path, self.headers.get("Content-Type", ""), body, time.time())
+            kind, kept = self.headers.get("Content-Type", ""), kept_headers(self.headers)
+            copy = Copy(self.path, kind, body, time.time(), kept)
             self.server.add(copy)
         self._answer(204, b"")
 

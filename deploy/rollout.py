@@ -42,7 +42,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.mirror import JUDGE_HEADER, Copy, json_bodies
+from deploy.mirror import JUDGE_HEADER, Copy, Raw, replayable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -485,13 +485,17 @@ def send(
     runtime: str = "torchserve",
 ) -> Exchange:
     """POST one JSON body to `url`/predictions/<model> (with runtime "oip": as tensors to
-    `url`/v2/models/<model>/infer, the answer read back into rows); status 0 when no answer came
-    at all."""
+    `url`/v2/models/<model>/infer, the answer read back into rows), or a mirrored `Raw` request as
+    it came (its answer is JSON: the judge asks for no other); status 0 when no answer came at
+    all."""
     # The judge's requests are marked: a mirror in front of a version's door does not copy them.
     headers = {"Content-Type": "application/json", JUDGE_HEADER: "1"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    if runtime == "oip":
+    if isinstance(body, Raw):  # a client's own non-JSON request, mirrored: sent as it came
+        path, data = f"predictions/{model}", body.body
+        headers |= dict(body.headers) | {"Content-Type": body.content_type}
+    elif runtime == "oip":
         # A client's own request, mirrored, is already in the protocol's form.
         is_oip = isinstance(body, dict) and "inputs" in body
         path = f"v2/models/{model}/infer"
@@ -557,13 +561,13 @@ def judge_bodies(model: str, n: int, seed: int = 0) -> list[Any]:
 
 def mirrored_bodies(url: str, model: str, n: int, runtime: str, timeout: float = 10) -> list[Any]:
     """Up to `n` of the newest client requests for `model` the mirror's recorder at `url` holds
-    and no judgement took before (deploy/mirror.py), on the route `runtime` serves, as JSON bodies
-    (a copy that is not JSON is skipped: taken, not sent)."""
+    and no judgement took before (deploy/mirror.py), on the route `runtime` serves, as the judge
+    sends them (`replayable`: a stream's continuation is taken, not sent)."""
     route = "infer" if runtime == "oip" else "predictions"
     query = urllib.parse.urlencode({"model": model, "route": route, "n": n})
     with urllib.request.urlopen(f"{url.rstrip('/')}/copies?{query}", timeout=timeout) as answer:
         copies = [Copy.from_line(x) for x in answer.read().decode().splitlines() if x.strip()]
-    return json_bodies(copies)
+    return replayable(copies, raw=runtime != "oip")
 
 
 def verdict_json(model: str, verdict: Verdict, **extra: Any) -> dict[str, Any]:

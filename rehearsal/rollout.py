@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy import rollout as judge
-from deploy.mirror import json_bodies
+from deploy.mirror import replayable
 from rehearsal.__main__ import TOKEN, start_locust
 from rehearsal.balancer import BACKENDS, Balancer
 from rehearsal.mirror import Mirror
@@ -203,8 +203,8 @@ class Rollout:
 
     def mirrored(self, n: int) -> list:
         """Up to `n` of the newest client requests the mirror copied and no step judged yet, as
-        the judge sends them (JSON bodies: the REST users' form)."""
-        return json_bodies(self.mirror.take(n))
+        the judge sends them (deploy/mirror.replayable)."""
+        return replayable(self.mirror.take(n), raw=self.runtime != "oip")
 
     def wait_for_clients(self, timeout: float = 120) -> None:
         """Until the Locust users have had a request answered (on a loaded machine Locust takes

@@ -477,3 +477,91 @@ def test_a_judge_with_copies_judges_on_the_clients_requests_and_fails_on_too_few
         for s in (sa, sb):
             s.shutdown()
     capsys.readouterr()
+
+
+def test_mirrored_requests_that_are_not_json_are_sent_again_as_they_came_and_continuations_not():
+    """A float32 signal (parameters in X- headers), a text/plain review or an image body is sent
+    to both versions again as it came, its parameter headers kept and its credentials and request
+    id not; a stream's continuation (its state in a header, a JSON field or an OIP parameter) is
+    taken, not sent, since another version refuses its state by design; over the Open Inference
+    Protocol a binary copy is taken, not sent."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import numpy as np
+    import requests
+
+    from deploy.mirror import JUDGE_HEADER, Raw, Recorder
+
+    recorder = Recorder(("127.0.0.1", 0)).start()
+    url = f"http://127.0.0.1:{recorder.server_address[1]}"
+    signal = np.linspace(-1, 1, 16, dtype="<f4").tobytes()
+    params = {"X-Sample-Rate": "100", "X-Frequencies": "1,3"}
+    auth = {"Authorization": "Bearer t", "X-Request-ID": "r-1"}
+    sent = [  # (path, content type, body, headers), oldest first
+        ("/predictions/frequency", "application/octet-stream", signal, params),
+        ("/predictions/frequency", "application/octet-stream", signal, {"X-Stream-State": "s"}),
+        ("/predictions/frequency", "application/json", b'{"signal": [0.5], "state": "s"}', {}),
+        ("/predictions/frequency", "application/json", b'{"signal": [0.5], "stream": true}', {}),
+        ("/predictions/sentiment", "text/plain", b"A fine film.", {}),
+        ("/v2/models/frequency/infer", "application/json",
+         b'{"inputs": [], "parameters": {"state": "s"}}', {}),
+        ("/v2/models/digits/infer", "application/octet-stream", b"\x89PNG", {}),
+    ]  # fmt: skip
+    try:
+        for path, kind, body, headers in sent:
+            r = requests.post(
+                url + path, data=body, headers={"Content-Type": kind, **auth, **headers}
+            )
+            assert r.status_code == 204
+        frequency = rollout.mirrored_bodies(url, "frequency", 10, "torchserve")
+        assert frequency == [
+            Raw("application/octet-stream", signal, tuple(params.items())),
+            {"signal": [0.5], "stream": True},
+        ]
+        assert rollout.mirrored_bodies(url, "sentiment", 10, "torchserve") == [
+            Raw("text/plain", b"A fine film.")
+        ]
+        assert rollout.mirrored_bodies(url, "frequency", 10, "oip") == []
+        assert rollout.mirrored_bodies(url, "digits", 10, "oip") == []
+        assert recorder.taken == len(sent) and not recorder.copies
+    finally:
+        recorder.shutdown()
+        recorder.server_close()
+
+    got: list[tuple[str, dict, bytes]] = []
+
+    class Door(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(
+                (
+                    self.path,
+                    dict(self.headers),
+                    self.rfile.read(int(self.headers["Content-Length"])),
+                )
+            )
+            answer = b'{"model": {"version": "1"}, "components": []}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    door = ThreadingHTTPServer(("127.0.0.1", 0), Door)
+    threading.Thread(target=door.serve_forever, daemon=True).start()
+    try:
+        exchange = rollout.send(
+            f"http://127.0.0.1:{door.server_address[1]}", "frequency", frequency[0], "t"
+        )
+    finally:
+        door.shutdown()
+        door.server_close()
+    assert exchange.status == 200 and exchange.body["components"] == []
+    [(path, headers, body)] = got
+    assert (path, body) == ("/predictions/frequency", signal)
+    assert headers["Content-Type"] == "application/octet-stream"
+    assert headers["X-Sample-Rate"] == "100" and headers["X-Frequencies"] == "1,3"
+    assert headers[JUDGE_HEADER] == "1" and headers["Authorization"] == "Bearer t"
+    assert "Accept" not in headers or "octet-stream" not in headers["Accept"]
