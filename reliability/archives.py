@@ -31,10 +31,23 @@ def build_stand_in(out: Path, name: str = "standin") -> Path:
     return out / f"{name}.mar"
 
 
-def truncated_copy(good: Path, out: Path) -> Path:
-    """The first half of a good archive: not a zip any more (a torn download or upload)."""
+def truncated_copy(good: Path, out: Path, at: str = "data") -> Path:
+    """A good archive torn (a download or upload cut short). `at="data"`: cut in the middle of
+    its largest entry's compressed bytes, no zip any more. `at="header"`: cut inside the local
+    header of the entry at the middle of the archive, which TorchServe's frontend reads as the
+    archive's end (java.util.zip.ZipInputStream reports no more entries): it registers what came
+    before under the file's name, with no manifest or handler."""
     data = good.read_bytes()
-    out.write_bytes(data[: len(data) // 2])
+    with zipfile.ZipFile(good) as zf:
+        entries = sorted(zf.infolist(), key=lambda i: i.header_offset)
+    if at == "data":
+        big = max(entries, key=lambda i: i.compress_size)
+        start = big.header_offset + 30 + len(big.filename.encode()) + len(big.extra)
+        cut = start + big.compress_size // 2
+    else:
+        middle = next(i for i in entries if i.header_offset >= len(data) // 2)
+        cut = middle.header_offset + 15  # inside its 30-byte fixed header
+    out.write_bytes(data[:cut])
     return out
 
 

@@ -217,15 +217,19 @@ def test_full_queue_answers_503_quickly_with_a_reason(small_queue_server):
 
 
 def test_archive_that_cannot_load_leaves_other_models_serving(fault_archive, tmp_path):
-    """Two corrupt archives next to a good one: a torn zip (rejected by the frontend) and a zip
-    whose handler cannot load (its worker dies at every start)."""
+    """Three corrupt archives next to a good one: a zip torn inside an entry's data (rejected by
+    the frontend), one torn inside an entry's header (which TorchServe 0.12's frontend reads as the
+    archive's end, so it registers a model with no handler: no worker of it ever becomes ready)
+    and a zip whose handler cannot load (its worker dies at every start)."""
     model, mar = fault_archive
     store = tmp_path / "store"
     store.mkdir()
     shutil.copy2(mar, store / f"{model}.mar")
     truncated_copy(mar, store / "torn.mar")
+    truncated_copy(mar, store / "torn_header.mar", at="header")
     broken_handler_copy(mar, store / "broken.mar")
-    server = TorchServe(workdir=tmp_path / "server", store=store, models=[model, "torn", "broken"])
+    models = [model, "torn", "torn_header", "broken"]
+    server = TorchServe(workdir=tmp_path / "server", store=store, models=models)
     server.start(wait=False)
     try:
         started = time.monotonic()
@@ -248,6 +252,9 @@ def test_archive_that_cannot_load_leaves_other_models_serving(fault_archive, tmp
         assert requests.get(f"{mgmt}/models/torn", headers=headers, timeout=10).status_code == 404
         broken_workers = workers(mgmt, key, "broken")
         assert not any(w.status == "READY" for w in broken_workers), broken_workers
+        assert "torn_header" in listed  # registered from what came before the tear...
+        torn_workers = workers(mgmt, key, "torn_header")
+        assert not any(w.status == "READY" for w in torn_workers), torn_workers  # ...never served
 
         # A model with no live worker must not answer a prediction. 0.12 queues the request for a
         # worker that never comes (the client's own timeout ends it) or answers 5xx "Worker died".
@@ -268,6 +275,8 @@ def test_archive_that_cannot_load_leaves_other_models_serving(fault_archive, tmp
             torn_in_management_api=False,
             broken_worker_statuses=[w.status for w in broken_workers],
             broken_answer=answer,
+            torn_at_header_registered=True,
+            torn_at_header_worker_statuses=[w.status for w in torn_workers],
         )
     finally:
         server.stop()
