@@ -424,6 +424,11 @@ class ImagePod:
     def close(self) -> None:
         for c in self.containers.values():
             if c.process is not None and c.process.poll() is None:
+                # PID 1 first, which ends its namespace: unshare's --kill-child signal does not
+                # survive setpriv's change of user, so killing unshare alone leaves the container
+                # running (a test that failed mid-pod left its servers behind).
+                with contextlib.suppress(RuntimeError, ProcessLookupError):
+                    os.kill(c.pid1, signal.SIGKILL)
                 c.process.kill()
                 c.process.wait(timeout=30)
         for name in self.containers:
